@@ -1,0 +1,32 @@
+# txbook: two commands on a fresh machine (Python 3.11):
+#   make book   installs everything into .venv and builds the executed site into _build/html
+#   make test   installs everything into .venv and runs all the tests
+VENV   ?= .venv
+PYTHON ?= python3
+BIN    := $(VENV)/bin
+# The CPU wheel on these machines; any other torch request pulls gigabytes of CUDA packages.
+TORCH  ?= torch==2.13.0
+
+.PHONY: install book test clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name python3 >/dev/null
+	touch $@
+
+# The site, every chapter executed; warnings are errors, so a chapter that fails to run or render fails.
+book: install
+	$(BIN)/jupyter-book build . --all --warningiserror --keep-going
+	@echo "site: _build/html/index.html"
+
+# Clean notebooks, package in sync with nbs/, every notebook under nbdev-test, and the pytest suite.
+test: install
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf _build $(VENV)
