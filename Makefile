@@ -22,6 +22,7 @@ $(VENV)/.installed: pyproject.toml
 # The site, every chapter executed; warnings are errors, so a chapter that fails to run or render fails.
 book: install
 	$(BIN)/jupyter-book build . --all --warningiserror --keep-going
+	$(BIN)/python tests/check_site.py _build/html
 	@echo "site: _build/html/index.html"
 
 # Clean notebooks, package in sync with nbs/, every notebook under nbdev-test, and the pytest suite.
