@@ -7,9 +7,10 @@ Both modules hold the same weights (`MultiHeadAttention.from_torch`). PyTorch is
 need_weights=False, the fair comparison: with need_weights=True it materialises and averages the (B, H, N, N)
 weights instead of using the fused kernel. Each measurement is one forward + backward of sum(y) w.r.t. the
 input and all parameters; the table reports the median over `reps` runs after `warmup` runs, all in one process,
-with the two modules interleaved run by run so that machine noise hits both alike.
+with the two modules interleaved run by run so that machine noise hits both alike. The fastest run of each is
+printed too: on a shared machine it is the estimate least disturbed by other work.
 """
-import argparse, statistics, time
+import argparse, os, statistics, time
 import torch
 from torch import nn
 from txbook.mhsa import MultiHeadAttention
@@ -37,7 +38,7 @@ def bench(B, N, D, H, reps, warmup, device):
             for p in (ours if k == 'ours' else ref).parameters(): p.grad = None
             t = step(fn, x)
             if i >= warmup: times[k].append(t)
-    return {k: statistics.median(v) for k, v in times.items()}
+    return {k: (statistics.median(v), min(v)) for k, v in times.items()}
 
 
 def main():
@@ -52,12 +53,14 @@ def main():
     ap.add_argument('--device', default='cpu')
     a = ap.parse_args()
     if a.threads: torch.set_num_threads(a.threads)
-    print(f"torch {torch.__version__}, device {a.device}, threads {torch.get_num_threads()}, "
-          f"B={a.batch} D={a.d_model} H={a.heads}, median of {a.reps} runs after {a.warmup} warm-up, fwd+bwd")
-    print(f"{'N':>6} {'ours ms':>10} {'torch ms':>10} {'ours/torch':>11}")
+    print(f"torch {torch.__version__}, device {a.device}, threads {torch.get_num_threads()}, load average "
+          f"{os.getloadavg()[0]:.1f}, B={a.batch} D={a.d_model} H={a.heads}, {a.reps} runs after {a.warmup} warm-up, fwd+bwd")
+    print(f"{'N':>6} {'ours ms':>9} {'torch ms':>9} {'ratio':>7}   {'ours min':>9} {'torch min':>9} {'ratio':>7}")
+    print(f"{'':>6} {'(median)':>9} {'(median)':>9} {'':>7}   {'(fastest)':>9} {'(fastest)':>9}")
     for N in a.sizes:
         t = bench(a.batch, N, a.d_model, a.heads, a.reps, a.warmup, a.device)
-        print(f"{N:>6} {1e3 * t['ours']:>10.2f} {1e3 * t['torch']:>10.2f} {t['ours'] / t['torch']:>11.3f}", flush=True)
+        (om, on), (tm, tn) = t['ours'], t['torch']
+        print(f"{N:>6} {1e3 * om:>9.2f} {1e3 * tm:>9.2f} {om / tm:>7.3f}   {1e3 * on:>9.2f} {1e3 * tn:>9.2f} {on / tn:>7.3f}", flush=True)
 
 
 if __name__ == '__main__':
