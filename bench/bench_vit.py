@@ -15,7 +15,7 @@ import argparse, json, time
 import torch
 from txbook.core import default_device, seed_everything
 from txbook.data import TensorLoader, augment, load_cifar10, load_mnist
-from txbook.train import evaluate, fit
+from txbook.train import fit
 from txbook.vit import vit_lite_patch4_32, vit_small_patch4_28
 
 # dataset -> model preset, epochs, batch size, peak lr, weight decay, warmup fraction, label smoothing, augmentation
@@ -77,7 +77,7 @@ def main():
     hist = fit(model, train_dl, test_dl, epochs=epochs, device=device, **cfg)
     if device.type == 'cuda': torch.cuda.synchronize()
     wall = time.perf_counter() - t0
-    acc = evaluate(model, test_dl, device=device)['accuracy']
+    acc = hist['valid_acc'][-1]                       # evaluated on the test set after the last epoch
     n_seen = epochs * len(train_dl) * train_dl.batch_size
     res = dict(dataset=a.dataset, device=str(device), gpu=torch.cuda.get_device_name() if device.type == 'cuda' else None,
                epochs=epochs, train_images=len(xtr), params=n_params, test_accuracy=acc, wall_s=wall,
