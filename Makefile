@@ -6,6 +6,8 @@ PYTHON ?= python3
 BIN    := $(VENV)/bin
 # The CPU wheel on these machines; any other torch request pulls gigabytes of CUDA packages.
 TORCH  ?= torch==2.13.0
+# The executed chapters need the notebook's inline backend: an inherited MPLBACKEND (Agg, say) would drop every figure.
+unexport MPLBACKEND
 
 .PHONY: install book test clean
 

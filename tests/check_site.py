@@ -37,6 +37,9 @@ for nb in sorted((ROOT / "nbs").glob("*.ipynb")):
     check("pip install -q txbook" not in code, f"{nb.stem}: hidden setup cell removed")
     check(not re.search(r"^show_doc\(", code, flags=re.M), f"{nb.stem}: show_doc cells show only their output")
     check("Traceback (most recent call last)" not in code, f"{nb.stem}: no traceback")
+    figures = re.findall(r'<img[^>]+src="[^"]*_images/[^"]+\.(?:svg|png)"', html)
+    if nb.stem != "00_core":
+        check(len(figures) > 0, f"{nb.stem}: figures rendered ({len(figures)} found)")
     if nb.stem[:2].isdigit() and int(nb.stem[:2]) >= 1:
         check('class="math' in html, f"{nb.stem}: typeset equations")
         check("Exercises" in html and "solution" in html.lower(), f"{nb.stem}: exercises with solutions")
