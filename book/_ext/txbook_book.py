@@ -35,7 +35,7 @@ def parse_directives(source: str) -> tuple[dict[str, str], str]:
         dirs[m.group(1)] = m.group(2)
     else:
         i = len(lines)
-    body = "".join(l for l in lines[i:])
+    body = "".join(lines[i:])
     return dirs, body.strip("\n")
 
 
