@@ -59,8 +59,10 @@ def test_chapter_starts_with_hidden_colab_setup(path):
     setup = next(s for s in code if not s.startswith("#| default_exp"))
     assert setup.startswith("#| hide"), setup[:60]
     assert "'google.colab' in sys.modules" in setup
-    assert f"%pip install -q txbook=={txbook.__version__}" in setup, "Colab install not pinned to txbook.__version__"
-    if path.name != "00_core.ipynb": assert "book_setup()" in setup
+    assert f"'txbook=={txbook.__version__}'" in setup, "Colab install not pinned to txbook.__version__"
+    assert "raise RuntimeError" in setup, "a failed install must stop the chapter"
+    assert "nbdev" not in setup, "chapters must run without nbdev (Colab does not have it)"
+    assert "book_setup()" in setup
 
 
 def test_toc_lists_every_notebook():

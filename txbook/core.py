@@ -12,7 +12,8 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['default_device', 'seed_everything', 'is_quick', 'sized', 'torch_threads', 'in_colab', 'book_setup', 'BookDocRenderer']
+__all__ = ['default_device', 'seed_everything', 'is_quick', 'sized', 'torch_threads', 'in_colab', 'book_setup', 'BookDocRenderer',
+           'show_doc']
 
 # %% ../nbs/00_core.ipynb #dcce9096
 def default_device() -> torch.device:
@@ -80,3 +81,9 @@ class BookDocRenderer(MarkdownRenderer):
     "`show_doc` renderer that emits plain Markdown (no Quarto attributes), for Jupyter and the Sphinx site"
     def _repr_markdown_(self):
         return f"**`{self.nm}`**\n\n" + super()._repr_markdown_()
+
+def show_doc(sym,       # the function or class to document
+             name=None, # the name to show, default `sym.__name__`
+            ):
+    "The book's `show_doc`: plain Markdown from docments, with or without nbdev installed"
+    return BookDocRenderer(sym, name=name)
