@@ -17,87 +17,130 @@ __all__ = ['attention_weights', 'attention', 'causal_mask']
 # %% ../nbs/01_attention.ipynb #529265a1
 def _shape(t): return tuple(t.shape)
 
-def _check_qk(q, k):
-    "Raise if `q` and `k` are not (..., N, Dh) and (..., M, Dh) with the same Dh"
+def _check_qkv(q, k, v=None):
+    "Raise a ValueError naming the shapes/dtypes unless q (..., N, Dh), k (..., M, Dh), v (..., M, Dv) fit"
+    ts = [('q', q), ('k', k)] + ([] if v is None else [('v', v)])
+    for name, t in ts:
+        if not isinstance(t, Tensor) or not t.is_floating_point():
+            raise ValueError(f"{name} must be a floating-point tensor, got "
+                             f"{getattr(t, 'dtype', type(t).__name__)}")
+    if len({t.dtype for _, t in ts}) > 1:
+        raise ValueError("q, k, v must have one dtype; got " + ', '.join(f"{n} {t.dtype}" for n, t in ts))
     if q.ndim < 2 or k.ndim < 2:
         raise ValueError(f"q and k need shape (..., N, Dh); got q {_shape(q)}, k {_shape(k)}")
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q and k must have the same width Dh (last dim): "
                          f"q {_shape(q)} vs k {_shape(k)}")
+    if v is not None and (v.ndim != k.ndim or k.shape[:-1] != v.shape[:-1]):
+        raise ValueError(f"k and v must have the same leading dims and number of tokens M: "
+                         f"k {_shape(k)} vs v {_shape(v)}")
+
+def _kv_groups(q, k) -> int:
+    "How many query heads share one key head: 1, or H_q / H_kv for grouped-query attention"
+    if q.ndim < 3 or k.ndim < 3: return 1
+    hq, hk = q.shape[-3], k.shape[-3]
+    if hq == hk or hk == 1: return 1
+    if hq % hk:
+        raise ValueError(f"grouped-query attention needs the heads of k to divide those of q: "
+                         f"q {_shape(q)} has {hq}, k {_shape(k)} has {hk}")
+    return hq // hk
 
 def _full_mask(q, k, mask, is_causal) -> Tensor|None:
-    "Combine `mask` and `is_causal` into one bool mask for the scores (..., N, M); None if none"
+    "Combine `mask` and `is_causal` into one mask (bool or float) for the scores (..., N, M)"
     N, M = q.shape[-2], k.shape[-2]
-    try: scores_shape = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (N, M)
+    kl = list(k.shape[:-2])
+    if _kv_groups(q, k) > 1: kl[-1] = q.shape[-3]
+    try: scores_shape = torch.broadcast_shapes(q.shape[:-2], torch.Size(kl)) + (N, M)
     except RuntimeError:
         raise ValueError(f"leading (batch/head) dims of q {_shape(q)} and k {_shape(k)} "
                          f"do not broadcast") from None
     if mask is not None:
-        if mask.dtype != torch.bool:
-            raise ValueError(f"mask must be a bool tensor (True = may attend), got {mask.dtype}")
+        if not isinstance(mask, Tensor) or not (mask.dtype == torch.bool or mask.is_floating_point()):
+            raise ValueError(f"mask must be a bool tensor (True = may attend) or a float tensor "
+                             f"(added to the logits), got {getattr(mask, 'dtype', type(mask))}")
         try: ok = torch.broadcast_shapes(mask.shape, scores_shape) == scores_shape
         except RuntimeError: ok = False
         if not ok:
             raise ValueError(f"mask of shape {_shape(mask)} cannot broadcast to the attention "
                              f"scores {tuple(scores_shape)} (…, N={N}, M={M})")
-    if is_causal:
-        cm = causal_mask(N, M, device=q.device)
-        mask = cm if mask is None else mask & cm
+    if is_causal: mask = _and_mask(mask, causal_mask(N, M, device=q.device))
     return mask
 
+def _and_mask(mask:Tensor|None, keep:Tensor) -> Tensor:
+    "Forbid where the bool `keep` is False: `mask & keep` for bool, -inf where not `keep` for float"
+    if mask is None: return keep
+    if mask.dtype == torch.bool: return mask & keep
+    return torch.where(keep, mask, float('-inf'))
+
 # %% ../nbs/01_attention.ipynb #924e07d4
+def _weights(q, k, mask, scale) -> Tensor:
+    "Softmax of the scaled, masked logits, computed in at least float32; fully masked rows are 0"
+    acc = torch.promote_types(q.dtype, torch.float32)              # bf16/fp16 -> float32
+    g = _kv_groups(q, k)
+    if g > 1: k = k.repeat_interleave(g, dim=-3)                   # grouped-query attention
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    logits = (q.to(acc) @ k.to(acc).transpose(-2, -1)) * scale     # (..., N, M)
+    if mask is not None and mask.dtype == torch.bool:
+        logits = logits.masked_fill(~mask, float('-inf'))          # a blocked key: -inf
+    elif mask is not None:
+        logits = logits + mask.to(acc)                             # an additive float mask
+    dead = logits.amax(-1, keepdim=True) == float('-inf')          # (..., N, 1) rows with no key
+    w = logits.masked_fill(dead, 0.0).softmax(dim=-1)              # no 0/0 in dead rows
+    return w.masked_fill(dead, 0.0)
+
 def attention_weights(q:Tensor,              # (..., N, Dh) queries
-                      k:Tensor,              # (..., M, Dh) keys
-                      mask:Tensor|None=None, # bool, broadcastable to (..., N, M); True = may attend
+                      k:Tensor,              # (..., M, Dh) keys (may have fewer heads: GQA)
+                      mask:Tensor|None=None, # bool (True = may attend) or float (added to logits)
                       *,
                       is_causal:bool=False,  # also apply `causal_mask(N, M)`
                       scale:float|None=None, # logit scale, default 1/√Dh
                      ) -> Tensor:            # (..., N, M); rows sum to one, fully masked rows are 0
-    "Attention weights `softmax(q kᵀ · scale)` with masking; rows are Turner's columns of A"
-    _check_qk(q, k)
-    mask = _full_mask(q, k, mask, is_causal)
-    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-    scores = (q @ k.transpose(-2, -1)) * scale                     # (..., N, M)
-    if mask is not None: scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-    acc = torch.promote_types(scores.dtype, torch.float32)         # softmax in ≥ float32 (bf16!)
-    w = scores.softmax(dim=-1, dtype=acc)
-    if mask is not None: w = w * mask                              # fully masked rows become 0
-    return w.to(q.dtype)
+    "Attention weights `softmax(q kᵀ · scale + mask)`; rows are Turner's columns of A"
+    _check_qkv(q, k)
+    return _weights(q, k, _full_mask(q, k, mask, is_causal), scale).to(q.dtype)
 
 # %% ../nbs/01_attention.ipynb #c91595f1
 def attention(q:Tensor,              # (..., N, Dh) queries
-              k:Tensor,              # (..., M, Dh) keys
-              v:Tensor,              # (..., M, Dv) values
-              mask:Tensor|None=None, # bool, broadcastable to (..., N, M); True = may attend
+              k:Tensor,              # (..., M, Dh) keys (may have fewer heads: GQA)
+              v:Tensor,              # (..., M, Dv) values, the same leading dims as k
+              mask:Tensor|None=None, # bool (True = may attend) or float (added to the logits)
               *,
               is_causal:bool=False,  # also apply `causal_mask(N, M)`
               scale:float|None=None, # logit scale, default 1/√Dh
               dropout_p:float=0.0,   # dropout on the weights (pass > 0 only while training)
               fused:bool=True,       # `F.scaled_dot_product_attention`; False = teaching path
              ) -> Tensor:            # (..., N, Dv)
-    "Scaled dot-product attention `softmax(q kᵀ/√Dh) v`; fully masked query rows give zeros"
-    _check_qk(q, k)
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"k and v must have the same number of tokens M (dim -2): "
-                         f"k {_shape(k)} vs v {_shape(v)}")
-    sdpa = F.scaled_dot_product_attention
-    if fused and mask is None:                      # let the kernel build the causal mask (flash-friendly)
+    "Scaled dot-product attention `softmax(q kᵀ/√Dh + mask) v`; fully masked query rows give zeros"
+    _check_qkv(q, k, v)
+    if not 0.0 <= dropout_p < 1.0: raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
+    g = _kv_groups(q, k)
+    if fused and mask is None:                      # let the kernel build the causal mask
         _full_mask(q, k, None, False)               # shape checks only
-        return sdpa(q, k, v, dropout_p=dropout_p, scale=scale, is_causal=is_causal)
+        if g > 1: k, v = k.repeat_interleave(g, dim=-3), v.repeat_interleave(g, dim=-3)
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, scale=scale,
+                                              is_causal=is_causal)
     mask = _full_mask(q, k, mask, is_causal)
-    if not fused:
-        w = attention_weights(q, k, mask, scale=scale)
+    if g > 1: k, v = k.repeat_interleave(g, dim=-3), v.repeat_interleave(g, dim=-3)
+    if not fused:                                   # the teaching path, in ≥ float32
+        w = _weights(q, k, mask, scale)             # (..., N, M)
         if dropout_p > 0: w = F.dropout(w, dropout_p)
-        return w @ v
-    alive = mask.any(dim=-1, keepdim=True)          # (..., N, 1): rows with at least one key
-    out = sdpa(q, k, v, attn_mask=mask | ~alive, dropout_p=dropout_p, scale=scale)
+        return (w @ v.to(w.dtype)).to(q.dtype)
+    if mask.dtype == torch.bool:
+        alive = mask.any(dim=-1, keepdim=True)      # (..., N, 1): rows with at least one key
+        mask = mask | ~alive
+    else:
+        alive = (mask > float('-inf')).any(dim=-1, keepdim=True)
+        mask = mask.masked_fill(~alive, 0.0).to(q.dtype)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
     return out.masked_fill(~alive, 0.0)
 
 # %% ../nbs/01_attention.ipynb #f70b6594
-def causal_mask(N:int,          # number of queries
+def causal_mask(N:int,           # number of queries
                 M:int|None=None, # number of keys (default N)
                 device:torch.device|str|None=None, # where to create the mask
-               ) -> Tensor:     # (N, M) bool, True = may attend
-    "Causal mask: query n may attend to keys 0..n (top-left aligned, as in PyTorch's SDPA)"
+                *,
+                offset:int=0,    # query n may attend keys 0..n+offset (a cache of `offset` keys)
+               ) -> Tensor:      # (N, M) bool, True = may attend
+    "Causal mask: query n may attend to keys 0..n+offset (offset 0: top-left, as PyTorch's SDPA)"
     M = N if M is None else M
-    return torch.ones(N, M, dtype=torch.bool, device=device).tril()
+    return torch.ones(N, M, dtype=torch.bool, device=device).tril(offset)

@@ -10,8 +10,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
-from fastcore.basics import patch
-from .mhsa import MultiHeadAttention
+from .mhsa import MultiHeadAttention, KVCache
 
 # %% auto #0
 __all__ = ['Activation', 'MLP', 'LayerNorm', 'TransformerBlock', 'Encoder', 'DecoderBlock', 'Decoder', 'Transformer']
@@ -42,7 +41,7 @@ class MLP(nn.Module):
 
 # %% ../nbs/03_blocks.ipynb #603e3099
 class LayerNorm(nn.Module):
-    "LayerNorm over the last dimension: each token's D features get zero mean and unit variance, then `weight`, `bias`"
+    "LayerNorm over the last dimension: zero mean, unit variance per token, then `weight`, `bias`"
     def __init__(self, d_model:int, # D, the number of features normalised together
                  *,
                  eps:float=1e-5,    # added to the variance (PyTorch: 1e-5, Hugging Face ViT: 1e-12)
@@ -53,23 +52,51 @@ class LayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(d_model))    # β, per-feature shift
 
     def forward(self, x:Tensor) -> Tensor:                 # (..., D) -> (..., D)
-        mean = x.mean(-1, keepdim=True)                                      # (..., 1)
-        var = (x - mean).pow(2).mean(-1, keepdim=True)                       # biased variance, (..., 1)
-        return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
+        "eq-blocks-layernorm in one fused kernel (the five steps are checked equal to it)"
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)
 
 # %% ../nbs/03_blocks.ipynb #ad093429
 def _check_d(x, d_model, name='x'):
     if x.ndim != 3 or x.shape[-1] != d_model:
-        raise ValueError(f"{name} must have shape (B, N, D) with D = d_model {d_model}; got {tuple(x.shape)}")
+        raise ValueError(f"{name} must have shape (B, N, D) with D = d_model {d_model}; "
+                         f"got {tuple(x.shape)}")
+
+def _torch_activation(layer):
+    a = layer.activation
+    if a is F.relu or isinstance(a, nn.ReLU): return 'relu'
+    if a is F.gelu or (isinstance(a, nn.GELU) and a.approximate == 'none'): return 'gelu'
+    if isinstance(a, nn.GELU) and a.approximate == 'tanh': return 'gelu_tanh'
+    raise ValueError(f"unsupported activation {a!r}; expected relu or gelu")
+
+def _torch_block_options(layer) -> dict:
+    "The constructor options of a `nn.TransformerEncoderLayer` or `...DecoderLayer`, in our names"
+    return dict(d_mlp=layer.linear1.out_features, dropout=layer.dropout.p,
+                norm_first=layer.norm_first, activation=_torch_activation(layer),
+                bias=layer.linear1.bias is not None, norm_eps=layer.norm1.eps)
+
+def _load_linear(ours:nn.Linear, theirs:nn.Linear):
+    "Copy a linear layer bit for bit (`ours` already has the source dtype)"
+    with torch.no_grad():
+        ours.weight.copy_(theirs.weight)
+        if theirs.bias is not None: ours.bias.copy_(theirs.bias)
+
+def _load_norm(ours:LayerNorm, theirs:nn.LayerNorm):
+    if theirs.weight is None:
+        raise ValueError("nn.LayerNorm without elementwise_affine is not supported")
+    with torch.no_grad():
+        ours.weight.copy_(theirs.weight)
+        if theirs.bias is None: ours.bias.zero_()          # nn.LayerNorm(bias=False): zero shift
+        else: ours.bias.copy_(theirs.bias)
+    ours.eps = theirs.eps
 
 class TransformerBlock(nn.Module):
-    "One encoder block: self-attention then MLP, each inside a residual connection, with LayerNorm before (pre-norm) or after (post-norm)"
+    "Encoder block: self-attention then MLP, each in a residual connection, pre- or post-norm"
     def __init__(self, d_model:int,                # D
                  n_heads:int,                      # H
                  *,
                  d_mlp:int|None=None,              # M, MLP hidden width (default 4D)
-                 dropout:float=0.0,                # dropout on attention weights and on each residual branch
-                 norm_first:bool=True,             # pre-norm (True) or post-norm as in Vaswani et al. (False)
+                 dropout:float=0.0,                # on attention weights and each residual branch
+                 norm_first:bool=True,             # pre-norm (True) or post-norm (Vaswani et al.)
                  activation:Activation='gelu',
                  bias:bool=True,
                  norm_eps:float=1e-5,              # LayerNorm eps (Hugging Face ViT uses 1e-12)
@@ -79,56 +106,39 @@ class TransformerBlock(nn.Module):
         self.norm1 = LayerNorm(d_model, eps=norm_eps)
         self.attn = MultiHeadAttention(d_model, n_heads, bias=bias, dropout=dropout)
         self.norm2 = LayerNorm(d_model, eps=norm_eps)
-        self.mlp = MLP(d_model, d_mlp or 4 * d_model, activation=activation, dropout=dropout, bias=bias)
+        self.mlp = MLP(d_model, d_mlp or 4 * d_model, activation=activation, dropout=dropout,
+                       bias=bias)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x:Tensor,                    # (B, N, D)
                 *,
-                mask:Tensor|None=None,             # bool (N, N) or broadcastable to (B, H, N, N), True = may attend
+                mask:Tensor|None=None,             # bool (True = may attend) or float bias,
+                                                   # broadcastable to (B, H, N, M)
                 is_causal:bool=False,
+                rope=None,                         # `rope(t, offset)`, see MultiHeadAttention
+                cache:KVCache|None=None,           # this block's cache of keys and values
                ) -> Tensor:                        # (B, N, D)
         _check_d(x, self.attn.d_model)
+        kw = dict(mask=mask, is_causal=is_causal, rope=rope, cache=cache)
         if self.norm_first:
-            x = x + self.drop(self.attn(self.norm1(x), mask=mask, is_causal=is_causal))
+            x = x + self.drop(self.attn(self.norm1(x), **kw))
             return x + self.mlp(self.norm2(x))
-        x = self.norm1(x + self.drop(self.attn(x, mask=mask, is_causal=is_causal)))
+        x = self.norm1(x + self.drop(self.attn(x, **kw)))
         return self.norm2(x + self.mlp(x))
 
-# %% ../nbs/03_blocks.ipynb #f9d25a89
-def _torch_activation(layer):
-    a = layer.activation
-    if a is F.relu or isinstance(a, nn.ReLU): return 'relu'
-    if a is F.gelu or (isinstance(a, nn.GELU) and a.approximate == 'none'): return 'gelu'
-    if isinstance(a, nn.GELU) and a.approximate == 'tanh': return 'gelu_tanh'
-    raise ValueError(f"unsupported activation {a!r}; expected relu or gelu")
-
-def _load_linear(ours:nn.Linear, theirs:nn.Linear):
-    with torch.no_grad():
-        ours.weight.copy_(theirs.weight)
-        if theirs.bias is not None: ours.bias.copy_(theirs.bias)
-
-def _torch_block_options(layer) -> dict:
-    "The constructor options of a `nn.TransformerEncoderLayer` or `nn.TransformerDecoderLayer`, in our names"
-    return dict(d_mlp=layer.linear1.out_features, dropout=layer.dropout.p, norm_first=layer.norm_first,
-                activation=_torch_activation(layer), bias=layer.linear1.bias is not None, norm_eps=layer.norm1.eps)
-
-def _load_norm(ours:LayerNorm, theirs:nn.LayerNorm):
-    if theirs.weight is None: raise ValueError("nn.LayerNorm without elementwise_affine is not supported")
-    with torch.no_grad():
-        ours.weight.copy_(theirs.weight)
-        if theirs.bias is None: ours.bias.zero_()          # nn.LayerNorm(bias=False) is a zero shift
-        else: ours.bias.copy_(theirs.bias)
-    ours.eps = theirs.eps
-
-@patch(cls_method=True)
-def from_torch(cls:TransformerBlock, layer:nn.TransformerEncoderLayer, # PyTorch's encoder layer
-              ) -> TransformerBlock:
-    "A `TransformerBlock` with the weights and options of `layer`"
-    new = cls(layer.self_attn.embed_dim, layer.self_attn.num_heads, **_torch_block_options(layer))
-    new.attn = MultiHeadAttention.from_torch(layer.self_attn)
-    _load_linear(new.mlp.fc1, layer.linear1); _load_linear(new.mlp.fc2, layer.linear2)
-    _load_norm(new.norm1, layer.norm1); _load_norm(new.norm2, layer.norm2)
-    return new.to(layer.linear1.weight.device, layer.linear1.weight.dtype)
+    @classmethod
+    def from_torch(cls, layer:nn.TransformerEncoderLayer, # PyTorch's encoder layer
+                  ) -> TransformerBlock:
+        "A `TransformerBlock` with the weights (bit-exact, same dtype) and options of `layer`"
+        w = layer.linear1.weight
+        new = cls(layer.self_attn.embed_dim, layer.self_attn.num_heads,
+                  **_torch_block_options(layer)).to(w.device, w.dtype)
+        new.attn = MultiHeadAttention.from_torch(layer.self_attn)
+        _load_linear(new.mlp.fc1, layer.linear1)
+        _load_linear(new.mlp.fc2, layer.linear2)
+        _load_norm(new.norm1, layer.norm1)
+        _load_norm(new.norm2, layer.norm2)
+        return new
 
 # %% ../nbs/03_blocks.ipynb #b870a31e
 class Encoder(nn.Module):
@@ -141,22 +151,38 @@ class Encoder(nn.Module):
                  **block_kw,                # passed to every `TransformerBlock`
                 ):
         super().__init__()
-        self.blocks = nn.ModuleList([TransformerBlock(d_model, n_heads, **block_kw) for _ in range(depth)])
-        self.norm = LayerNorm(d_model, eps=block_kw.get('norm_eps', 1e-5)) if final_norm else nn.Identity()
+        self.blocks = nn.ModuleList([TransformerBlock(d_model, n_heads, **block_kw)
+                                     for _ in range(depth)])
+        eps = block_kw.get('norm_eps', 1e-5)
+        self.norm = LayerNorm(d_model, eps=eps) if final_norm else nn.Identity()
 
-    def forward(self, x:Tensor, *, mask:Tensor|None=None, is_causal:bool=False) -> Tensor:  # (B, N, D) -> (B, N, D)
-        for blk in self.blocks: x = blk(x, mask=mask, is_causal=is_causal)
+    def forward(self, x:Tensor,                      # (B, N, D)
+                *,
+                mask:Tensor|None=None,               # bool or float, as in `TransformerBlock`
+                is_causal:bool=False,
+                rope=None,                           # `rope(t, offset)` for every block
+                caches:list[KVCache]|None=None,      # one `KVCache` per block
+               ) -> Tensor:                          # (B, N, D)
+        caches = _check_caches(caches, len(self.blocks))
+        for blk, cache in zip(self.blocks, caches):
+            x = blk(x, mask=mask, is_causal=is_causal, rope=rope, cache=cache)
         return self.norm(x)
+
+def _check_caches(caches, depth):
+    if caches is None: return [None] * depth
+    if len(caches) != depth:
+        raise ValueError(f"need one cache per block: got {len(caches)} caches for {depth} blocks")
+    return caches
 
 # %% ../nbs/03_blocks.ipynb #0de7c739
 class DecoderBlock(nn.Module):
-    "A decoder block: causal self-attention, cross-attention to the encoder's memory, MLP; each in a residual connection"
+    "Decoder block: causal self-attention, cross-attention to the memory, MLP; each residual"
     def __init__(self, d_model:int,                # D
                  n_heads:int,                      # H, for both attentions
                  *,
                  d_mlp:int|None=None,              # M, MLP hidden width (default 4D)
-                 dropout:float=0.0,                # dropout on attention weights and on each residual branch
-                 norm_first:bool=True,             # pre-norm (True) or post-norm as in Vaswani et al. (False)
+                 dropout:float=0.0,                # on attention weights and each residual branch
+                 norm_first:bool=True,             # pre-norm (True) or post-norm (Vaswani et al.)
                  activation:Activation='gelu',
                  bias:bool=True,
                  norm_eps:float=1e-5,              # LayerNorm eps
@@ -168,19 +194,24 @@ class DecoderBlock(nn.Module):
         self.norm2 = LayerNorm(d_model, eps=norm_eps)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, bias=bias, dropout=dropout)
         self.norm3 = LayerNorm(d_model, eps=norm_eps)
-        self.mlp = MLP(d_model, d_mlp or 4 * d_model, activation=activation, dropout=dropout, bias=bias)
+        self.mlp = MLP(d_model, d_mlp or 4 * d_model, activation=activation, dropout=dropout,
+                       bias=bias)
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x:Tensor,                    # (B, N, D) target tokens so far
+    def forward(self, x:Tensor,                    # (B, N, D) target tokens (the new ones)
                 memory:Tensor,                     # (B, M, D) the encoder's output
                 *,
-                mask:Tensor|None=None,             # bool (N, N) self-attention mask, True = may attend
-                memory_mask:Tensor|None=None,      # bool (N, M) cross-attention mask, True = may attend
+                mask:Tensor|None=None,             # self-attention mask, bool or float
+                memory_mask:Tensor|None=None,      # cross-attention mask (N, M), bool or float
                 is_causal:bool=True,               # token n sees target tokens 0..n only
+                rope=None,                         # `rope(t, offset)` for the self-attention
+                cache:KVCache|None=None,           # the self-attention's cache
                ) -> Tensor:                        # (B, N, D)
-        _check_d(x, self.self_attn.d_model); _check_d(memory, self.self_attn.d_model, 'memory')
-        sa = lambda h: self.drop(self.self_attn(h, mask=mask, is_causal=is_causal))
-        ca = lambda h: self.drop(self.cross_attn(h, memory, mask=memory_mask))
+        _check_d(x, self.self_attn.d_model)
+        _check_d(memory, self.self_attn.d_model, 'memory')
+        def sa(h): return self.drop(self.self_attn(h, mask=mask, is_causal=is_causal, rope=rope,
+                                                   cache=cache))
+        def ca(h): return self.drop(self.cross_attn(h, memory, mask=memory_mask))
         if self.norm_first:
             x = x + sa(self.norm1(x))
             x = x + ca(self.norm2(x))
@@ -189,21 +220,25 @@ class DecoderBlock(nn.Module):
         x = self.norm2(x + ca(x))
         return self.norm3(x + self.mlp(x))
 
-# %% ../nbs/03_blocks.ipynb #8e5c0b35
-@patch(cls_method=True)
-def from_torch(cls:DecoderBlock, layer:nn.TransformerDecoderLayer, # PyTorch's decoder layer
-              ) -> DecoderBlock:
-    "A `DecoderBlock` with the weights and options of `layer` (call it with the causal mask PyTorch needs passed explicitly)"
-    new = cls(layer.self_attn.embed_dim, layer.self_attn.num_heads, **_torch_block_options(layer))
-    new.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
-    new.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
-    _load_linear(new.mlp.fc1, layer.linear1); _load_linear(new.mlp.fc2, layer.linear2)
-    for ours, theirs in [(new.norm1, layer.norm1), (new.norm2, layer.norm2), (new.norm3, layer.norm3)]: _load_norm(ours, theirs)
-    return new.to(layer.linear1.weight.device, layer.linear1.weight.dtype)
+    @classmethod
+    def from_torch(cls, layer:nn.TransformerDecoderLayer, # PyTorch's decoder layer
+                  ) -> DecoderBlock:
+        "A `DecoderBlock` with the weights (bit-exact, same dtype) and options of `layer`"
+        w = layer.linear1.weight
+        new = cls(layer.self_attn.embed_dim, layer.self_attn.num_heads,
+                  **_torch_block_options(layer)).to(w.device, w.dtype)
+        new.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
+        new.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
+        _load_linear(new.mlp.fc1, layer.linear1)
+        _load_linear(new.mlp.fc2, layer.linear2)
+        for ours, theirs in [(new.norm1, layer.norm1), (new.norm2, layer.norm2),
+                             (new.norm3, layer.norm3)]:
+            _load_norm(ours, theirs)
+        return new
 
 # %% ../nbs/03_blocks.ipynb #467f0d27
 class Decoder(nn.Module):
-    "A stack of `depth` `DecoderBlock`s, each attending to the same encoder memory, with a final LayerNorm"
+    "A stack of `depth` `DecoderBlock`s, each attending to the same memory, with a final LayerNorm"
     def __init__(self, d_model:int,         # D
                  n_heads:int,               # H
                  depth:int,                 # number of blocks
@@ -212,20 +247,29 @@ class Decoder(nn.Module):
                  **block_kw,                # passed to every `DecoderBlock`
                 ):
         super().__init__()
-        self.blocks = nn.ModuleList([DecoderBlock(d_model, n_heads, **block_kw) for _ in range(depth)])
-        self.norm = LayerNorm(d_model, eps=block_kw.get('norm_eps', 1e-5)) if final_norm else nn.Identity()
+        self.blocks = nn.ModuleList([DecoderBlock(d_model, n_heads, **block_kw)
+                                     for _ in range(depth)])
+        eps = block_kw.get('norm_eps', 1e-5)
+        self.norm = LayerNorm(d_model, eps=eps) if final_norm else nn.Identity()
 
     def forward(self, x:Tensor,                    # (B, N, D) target embeddings
                 memory:Tensor,                     # (B, M, D) encoder output
-                *, mask:Tensor|None=None, memory_mask:Tensor|None=None, is_causal:bool=True,
+                *,
+                mask:Tensor|None=None,             # self-attention mask
+                memory_mask:Tensor|None=None,      # cross-attention mask
+                is_causal:bool=True,
+                rope=None,                         # `rope(t, offset)` for every self-attention
+                caches:list[KVCache]|None=None,    # one `KVCache` per block
                ) -> Tensor:                        # (B, N, D)
-        for blk in self.blocks:                    # the slides' version assigns this to E and returns D unchanged
-            x = blk(x, memory, mask=mask, memory_mask=memory_mask, is_causal=is_causal)
+        caches = _check_caches(caches, len(self.blocks))
+        for blk, cache in zip(self.blocks, caches):  # the slides assign this to E (see above)
+            x = blk(x, memory, mask=mask, memory_mask=memory_mask, is_causal=is_causal,
+                    rope=rope, cache=cache)
         return self.norm(x)
 
 # %% ../nbs/03_blocks.ipynb #c2129798
 class Transformer(nn.Module):
-    "Encoder–decoder transformer on token ids: embed + learned positions, `Encoder`, `Decoder`, linear head to logits"
+    "Encoder–decoder on token ids: embeddings + learned positions, `Encoder`, `Decoder`, linear head"
     def __init__(self, src_vocab:int,             # source vocabulary size
                  tgt_vocab:int,                   # target vocabulary size (includes the start token)
                  d_model:int,                     # D
@@ -237,38 +281,51 @@ class Transformer(nn.Module):
                  **block_kw,                      # passed to every block
                 ):
         super().__init__()
-        self.src_emb, self.tgt_emb = nn.Embedding(src_vocab, d_model), nn.Embedding(tgt_vocab, d_model)
-        self.pos_emb = nn.Embedding(max_len, d_model)    # learned positions (chapter 04 compares the options)
+        self.src_emb = nn.Embedding(src_vocab, d_model)
+        self.tgt_emb = nn.Embedding(tgt_vocab, d_model)
+        self.pos_emb = nn.Embedding(max_len, d_model)    # learned positions (chapter 04 compares)
         self.encoder = Encoder(d_model, n_heads, depth, **block_kw)
         self.decoder = Decoder(d_model, n_heads, dec_depth or depth, **block_kw)
         self.head = nn.Linear(d_model, tgt_vocab)
 
-    def embed(self, ids:Tensor, emb:nn.Embedding) -> Tensor:  # (B, N) -> (B, N, D)
-        if ids.shape[-1] > self.pos_emb.num_embeddings:
-            raise ValueError(f"sequence length {ids.shape[-1]} exceeds max_len={self.pos_emb.num_embeddings}")
-        return emb(ids) + self.pos_emb(torch.arange(ids.shape[-1], device=ids.device))
+    def embed(self, ids:Tensor,      # (B, N) token ids
+              emb:nn.Embedding,      # `src_emb` or `tgt_emb`
+              offset:int=0,          # position of the first token (cached tokens before it)
+             ) -> Tensor:            # (B, N, D)
+        "Token embeddings plus the learned positions offset..offset+N-1"
+        N, n_pos = ids.shape[-1], self.pos_emb.num_embeddings
+        if offset + N > n_pos:
+            raise ValueError(f"sequence length {offset + N} exceeds max_len={n_pos}")
+        return emb(ids) + self.pos_emb(torch.arange(offset, offset + N, device=ids.device))
 
     def encode(self, src:Tensor) -> Tensor:              # (B, M) ids -> memory (B, M, D)
         return self.encoder(self.embed(src, self.src_emb))
 
-    def decode(self, tgt:Tensor, memory:Tensor) -> Tensor:  # (B, N) ids, (B, M, D) -> logits (B, N, V)
-        return self.head(self.decoder(self.embed(tgt, self.tgt_emb), memory))
+    def decode(self, tgt:Tensor,                         # (B, N) target ids (the new ones)
+               memory:Tensor,                            # (B, M, D)
+               *,
+               caches:list[KVCache]|None=None,           # one per decoder block, for generation
+              ) -> Tensor:                               # logits (B, N, V)
+        offset = len(caches[0]) if caches else 0
+        x = self.embed(tgt, self.tgt_emb, offset)
+        return self.head(self.decoder(x, memory, caches=caches))
 
     def forward(self, src:Tensor, tgt:Tensor) -> Tensor:  # (B, M), (B, N) -> logits (B, N, V)
         return self.decode(tgt, self.encode(src))
 
-# %% ../nbs/03_blocks.ipynb #89a9493c
-@patch
-@torch.no_grad()
-def generate(self:Transformer, src:Tensor,  # (B, M) source ids
-             n_steps:int,                    # number of tokens to produce
-             *,
-             bos:int,                        # start token id
-            ) -> Tensor:                     # (B, n_steps) greedily decoded ids
-    "Greedy decoding: feed back the most likely token one step at a time"
-    memory = self.encode(src)
-    out = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)
-    for _ in range(n_steps):
-        nxt = self.decode(out, memory)[:, -1].argmax(-1, keepdim=True)
-        out = torch.cat([out, nxt], dim=1)
-    return out[:, 1:]
+    @torch.no_grad()
+    def generate(self, src:Tensor,  # (B, M) source ids
+                 n_steps:int,       # number of tokens to produce
+                 *,
+                 bos:int,           # start token id
+                 use_cache:bool=True, # reuse the decoder's keys and values (same result, faster)
+                ) -> Tensor:        # (B, n_steps) greedily decoded ids
+        "Greedy decoding: feed back the most likely token one step at a time"
+        memory = self.encode(src)
+        out = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)
+        caches = [KVCache() for _ in self.decoder.blocks] if use_cache else None
+        for _ in range(n_steps):
+            new = out[:, -1:] if use_cache else out          # the cache holds the rest
+            nxt = self.decode(new, memory, caches=caches)[:, -1].argmax(-1, keepdim=True)
+            out = torch.cat([out, nxt], dim=1)
+        return out[:, 1:]

@@ -9,16 +9,14 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
-from einops import rearrange
-from fastcore.basics import patch
-from .attention import attention, attention_weights
+from .attention import attention, attention_weights, causal_mask, _and_mask, _full_mask
 
 # %% auto #0
-__all__ = ['MultiHeadAttention']
+__all__ = ['MultiHeadAttention', 'KVCache']
 
 # %% ../nbs/02_mhsa.ipynb #e6ac77c1
 class MultiHeadAttention(nn.Module):
-    "Multi-head attention: H scaled dot-product attentions of width Dh = D/H, concatenated and projected by `to_out`"
+    "Multi-head attention: H scaled dot-product attentions of width Dh = D/H, concatenated, projected"
     def __init__(self, d_model:int, # D, model width
                  n_heads:int,       # H, number of heads (must divide D)
                  *,
@@ -26,79 +24,141 @@ class MultiHeadAttention(nn.Module):
                  dropout:float=0.0, # dropout on the attention weights (training only)
                 ):
         super().__init__()
-        if d_model % n_heads: raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
-        self.to_qkv = nn.Linear(d_model, 3 * d_model, bias=bias)  # rows q | k | v, like nn.MultiheadAttention.in_proj_weight
+        self.to_qkv = nn.Linear(d_model, 3 * d_model, bias=bias)  # rows q | k | v (in_proj_weight)
         self.to_out = nn.Linear(d_model, d_model, bias=bias)      # W_O
-        self.dropout, self.fused = dropout, True                  # fused=False selects the explicit teaching path
+        self.dropout = dropout
+        self.fused = True                       # False selects the explicit teaching path
 
-# %% ../nbs/02_mhsa.ipynb #8aac862c
-def _check_x(self, x, name):
-    "Raise a ValueError naming the numbers unless `x` is (B, N, D) with D = d_model"
-    why = [] if x.ndim == 3 else [f"{x.ndim} dims, not 3"]
-    if x.ndim and x.shape[-1] != self.d_model: why.append(f"last dim {x.shape[-1]} vs d_model {self.d_model}")
-    if why: raise ValueError(f"{name} must have shape (B, N, D={self.d_model}); got {tuple(x.shape)} ({', '.join(why)})")
+    def _check_x(self, x:Tensor, name:str):
+        "Raise a ValueError naming the numbers unless `x` is (B, N, D) with D = d_model"
+        why = [] if x.ndim == 3 else [f"{x.ndim} dims, not 3"]
+        if x.ndim and x.shape[-1] != self.d_model:
+            why.append(f"last dim {x.shape[-1]} vs d_model {self.d_model}")
+        if why:
+            raise ValueError(f"{name} must have shape (B, N, D={self.d_model}); "
+                             f"got {tuple(x.shape)} ({', '.join(why)})")
 
-@patch
-def project(self:MultiHeadAttention, x:Tensor, # (B, N, D) the sequence that asks (queries)
-            context:Tensor|None=None,          # (B, M, D) the sequence that answers (keys, values); default `x`
-           ) -> tuple[Tensor, Tensor, Tensor]: # q (B, H, N, Dh), k and v (B, H, M, Dh)
-    "Queries from `x`, keys and values from `context` (self-attention when `context` is None), split into heads"
-    _check_x(self, x, 'x')
-    if context is None:
-        q, k, v = rearrange(self.to_qkv(x), 'b n (three h dh) -> three b h n dh', three=3, h=self.n_heads)
+    def project(self, x:Tensor,            # (B, N, D) the sequence that asks (queries)
+                context:Tensor|None=None,  # (B, M, D) the sequence that answers; default `x`
+               ) -> tuple[Tensor, Tensor, Tensor]: # q (B, H, N, Dh), k and v (B, H, M, Dh)
+        "Queries from `x`, keys and values from `context` (default `x`), split into heads"
+        self._check_x(x, 'x')
+        H, Dh = self.n_heads, self.d_head
+        if context is None:                                     # one fused matrix product
+            qkv = self.to_qkv(x).unflatten(-1, (3, H, Dh))      # (B, N, 3, H, Dh), a view
+            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)      # (B, H, N, Dh) each, no copy
+            return q, k, v
+        self._check_x(context, 'context')
+        D, W, b = self.d_model, self.to_qkv.weight, self.to_qkv.bias
+        q = F.linear(x, W[:D], None if b is None else b[:D])            # (B, N, D)
+        kv = F.linear(context, W[D:], None if b is None else b[D:])     # (B, M, 2D)
+        q = q.unflatten(-1, (H, Dh)).transpose(1, 2)                   # (B, H, N, Dh)
+        k, v = kv.unflatten(-1, (2, H, Dh)).permute(2, 0, 3, 1, 4).unbind(0)  # (B, H, M, Dh)
         return q, k, v
-    _check_x(self, context, 'context')
-    D, W, b = self.d_model, self.to_qkv.weight, self.to_qkv.bias
-    q = F.linear(x, W[:D], None if b is None else b[:D])                       # (B, N, D)
-    kv = F.linear(context, W[D:], None if b is None else b[D:])                # (B, M, 2D)
-    q = rearrange(q, 'b n (h dh) -> b h n dh', h=self.n_heads)
-    k, v = rearrange(kv, 'b m (two h dh) -> two b h m dh', two=2, h=self.n_heads)
-    return q, k, v
 
-@patch
-def merge(self:MultiHeadAttention, y:Tensor, # (B, H, N, Dh) per-head outputs
-         ) -> Tensor:                        # (B, N, D)
-    "Concatenate the heads' outputs along features and apply `to_out` (W_O)"
-    return self.to_out(rearrange(y, 'b h n dh -> b n (h dh)'))
+    def merge(self, y:Tensor, # (B, H, N, Dh) per-head outputs
+             ) -> Tensor:     # (B, N, D)
+        "Concatenate the heads' outputs along features and apply `to_out` (W_O)"
+        return self.to_out(y.transpose(1, 2).flatten(2))        # (B, N, H·Dh)
 
-# %% ../nbs/02_mhsa.ipynb #b24b0c07
-@patch
-def forward(self:MultiHeadAttention, x:Tensor, # (B, N, D)
-            context:Tensor|None=None,          # (B, M, D) for cross-attention; default `x` (self-attention)
-            *,
-            mask:Tensor|None=None,             # bool (N, M) or broadcastable to (B, H, N, M), True = may attend
-            is_causal:bool=False,              # also apply the causal mask
-            return_weights:bool=False,         # also return the attention weights (B, H, N, M)
-           ):                                  # (B, N, D), or ((B, N, D), (B, H, N, M))
-    "Project to heads, attend in every head at once, merge the heads"
-    q, k, v = self.project(x, context)                                            # (B, H, N|M, Dh)
-    p = self.dropout if self.training else 0.0
-    if not return_weights:
-        return self.merge(attention(q, k, v, mask, is_causal=is_causal, dropout_p=p, fused=self.fused))
-    w = attention_weights(q, k, mask, is_causal=is_causal)                        # (B, H, N, M)
-    return self.merge(F.dropout(w, p) @ v), w
+    def forward(self, x:Tensor,                # (B, N, D)
+                context:Tensor|None=None,      # (B, M, D) for cross-attention; default `x`
+                *,
+                mask:Tensor|None=None,         # bool (True = may attend) or float (added to the
+                                               # logits), broadcastable to (B, H, N, M): (N, M),
+                                               # a per-head bias (H, N, M), a padding mask (B,1,1,M)
+                is_causal:bool=False,          # query n sees keys up to its own position
+                rope=None,                     # rotary embedding: `rope(t, offset)` rotates
+                                               # t (B, H, N, Dh) at positions offset..offset+N-1
+                cache:KVCache|None=None,       # self-attention only: attend over cached keys too
+                return_weights:bool=False,     # also return the attention weights (B, H, N, M)
+               ):                              # (B, N, D), or ((B, N, D), (B, H, N, M))
+        "Project to heads, (rotate,) append to the cache, attend in every head at once, merge"
+        q, k, v = self.project(x, context)                      # (B, H, N|M, Dh)
+        T = 0                                                   # positions before this call
+        if cache is not None:
+            if context is not None:
+                raise ValueError("cache is for self-attention; cross-attention's keys and values "
+                                 "come from `context`, recompute them or keep them yourself")
+            T = len(cache)
+        if rope is not None:
+            q, k = rope(q, T), rope(k, T)                       # absolute positions T..T+N-1
+        if cache is not None:
+            k, v = cache.append(k, v)                           # (B, H, T+N, Dh)
+        if is_causal and T > 0:                                 # bottom-right: n sees 0..T+n
+            _full_mask(q, k, mask, False)                       # shape checks first
+            mask = _and_mask(mask, causal_mask(q.shape[-2], k.shape[-2], q.device, offset=T))
+            is_causal = False
+        p = self.dropout if self.training else 0.0
+        if not return_weights:
+            y = attention(q, k, v, mask, is_causal=is_causal, dropout_p=p, fused=self.fused)
+            return self.merge(y)
+        w = attention_weights(q, k, mask, is_causal=is_causal)  # (B, H, N, M)
+        return self.merge(F.dropout(w, p) @ v), w
 
-# %% ../nbs/02_mhsa.ipynb #b2fe2dcf
-@patch(cls_method=True)
-def from_torch(cls:MultiHeadAttention, m:nn.MultiheadAttention, # PyTorch's layer (same q, k, v width; no bias_k/bias_v, no add_zero_attn)
-              ) -> MultiHeadAttention:
-    "A batch-first `MultiHeadAttention` with the weights of `m` (torch's bool masks are inverted: True = blocked)"
-    if not m._qkv_same_embed_dim: raise ValueError(f"kdim={m.kdim} / vdim={m.vdim} must equal embed_dim={m.embed_dim}")
-    if m.bias_k is not None or m.add_zero_attn: raise ValueError("add_bias_kv / add_zero_attn are not supported")
-    bias = m.in_proj_bias is not None
-    new = cls(m.embed_dim, m.num_heads, bias=bias, dropout=m.dropout)
-    with torch.no_grad():
-        new.to_qkv.weight.copy_(m.in_proj_weight); new.to_out.weight.copy_(m.out_proj.weight)
-        if bias: new.to_qkv.bias.copy_(m.in_proj_bias); new.to_out.bias.copy_(m.out_proj.bias)
-    return new.to(m.in_proj_weight.device, m.in_proj_weight.dtype)
+    @classmethod
+    def from_torch(cls, m:nn.MultiheadAttention, # PyTorch's layer (kdim = vdim = D, no bias_k/v)
+                  ) -> MultiHeadAttention:
+        "A batch-first copy of `m` (same dtype and device, weights bit-exact)"
+        if not m._qkv_same_embed_dim:
+            raise ValueError(f"kdim={m.kdim} / vdim={m.vdim} must equal embed_dim={m.embed_dim}")
+        if m.bias_k is not None: raise ValueError("add_bias_kv=True is not supported")
+        if m.add_zero_attn: raise ValueError("add_zero_attn=True is not supported")
+        bias = m.in_proj_bias is not None
+        w = m.in_proj_weight
+        new = cls(m.embed_dim, m.num_heads, bias=bias, dropout=m.dropout).to(w.device, w.dtype)
+        with torch.no_grad():
+            new.to_qkv.weight.copy_(w)
+            new.to_out.weight.copy_(m.out_proj.weight)
+            if bias:
+                new.to_qkv.bias.copy_(m.in_proj_bias)
+                new.to_out.bias.copy_(m.out_proj.bias)
+        return new
 
-@patch
-def to_torch(self:MultiHeadAttention) -> nn.MultiheadAttention:
-    "The same layer as a `torch.nn.MultiheadAttention` (batch_first=True)"
-    bias = self.to_qkv.bias is not None
-    m = nn.MultiheadAttention(self.d_model, self.n_heads, dropout=self.dropout, bias=bias, batch_first=True)
-    with torch.no_grad():
-        m.in_proj_weight.copy_(self.to_qkv.weight); m.out_proj.weight.copy_(self.to_out.weight)
-        if bias: m.in_proj_bias.copy_(self.to_qkv.bias); m.out_proj.bias.copy_(self.to_out.bias)
-    return m.to(self.to_qkv.weight.device, self.to_qkv.weight.dtype)
+    def to_torch(self) -> nn.MultiheadAttention:
+        "The same layer as a `torch.nn.MultiheadAttention` (batch_first=True, same dtype)"
+        bias = self.to_qkv.bias is not None
+        w = self.to_qkv.weight
+        m = nn.MultiheadAttention(self.d_model, self.n_heads, dropout=self.dropout, bias=bias,
+                                  batch_first=True, device=w.device, dtype=w.dtype)
+        with torch.no_grad():
+            m.in_proj_weight.copy_(w)
+            m.out_proj.weight.copy_(self.to_out.weight)
+            if bias:
+                m.in_proj_bias.copy_(self.to_qkv.bias)
+                m.out_proj.bias.copy_(self.to_out.bias)
+        return m
+
+# %% ../nbs/02_mhsa.ipynb #dc1b5273
+class KVCache:
+    "The keys and values one attention layer has seen so far: `append` adds a call's and returns all"
+    def __init__(self):
+        self.k: Tensor|None = None                  # (B, H, T, Dh) cached keys
+        self.v: Tensor|None = None                  # (B, H, T, Dv) cached values
+
+    def __len__(self) -> int:                       # T, the number of cached positions
+        return 0 if self.k is None else self.k.shape[-2]
+
+    def append(self, k:Tensor, # (B, H, N, Dh) this call's keys
+               v:Tensor,       # (B, H, N, Dv) this call's values
+              ) -> tuple[Tensor, Tensor]: # all keys and values (B, H, T+N, ·), oldest first
+        "Add this call's keys and values after the cached ones and return all of them"
+        if k.ndim != 4 or v.ndim != 4 or k.shape[:-1] != v.shape[:-1]:
+            raise ValueError(f"KVCache.append needs k (B, H, N, Dh) and v (B, H, N, Dv); "
+                             f"got k {tuple(k.shape)}, v {tuple(v.shape)}")
+        if self.k is not None and (k.shape[:2] != self.k.shape[:2] or k.shape[-1] != self.k.shape[-1]
+                                   or v.shape[-1] != self.v.shape[-1]):
+            raise ValueError(f"k {tuple(k.shape)} does not continue the cached "
+                             f"{tuple(self.k.shape)} (same B, H, Dh needed)")
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
+        return self.k, self.v
+
+    def reset(self):
+        "Forget everything (start a new sequence)"
+        self.k = self.v = None
+
+    def __repr__(self): return f"KVCache(len={len(self)})"

@@ -12,7 +12,7 @@ from torch import nn, Tensor
 
 # %% auto #0
 __all__ = ['sinusoidal_encoding', 'LearnedPositionEmbedding', 'sincos_2d_encoding', 'relative_position_index',
-           'RelativePositionBias', 'apply_rope']
+           'RelativePositionBias', 'apply_rope', 'RotaryEmbedding']
 
 # %% ../nbs/04_position.ipynb #d1f9d272
 def sinusoidal_encoding(n:int,             # number of positions N
@@ -30,21 +30,25 @@ def sinusoidal_encoding(n:int,             # number of positions N
 
 # %% ../nbs/04_position.ipynb #b2c52da4
 class LearnedPositionEmbedding(nn.Module):
-    "A learned table of `n_positions` vectors; `forward(x)` adds row n to token n"
+    "A learned table of `n_positions` vectors; `forward(x, offset)` adds row offset+n to token n"
     def __init__(self,
                  n_positions:int, # the longest sequence the table covers
                  d_model:int,     # width D
                 ):
         super().__init__()
         self.n_positions, self.d_model = n_positions, d_model
-        self.weight = nn.Parameter(torch.randn(n_positions, d_model) * 0.02)  # (n_positions, D), like nn.Embedding.weight
+        self.weight = nn.Parameter(torch.randn(n_positions, d_model) * 0.02)  # (n_positions, D)
 
-    def forward(self, x:Tensor, # (B, N, D) token embeddings
-               ) -> Tensor:     # (B, N, D)
+    def forward(self, x:Tensor,   # (B, N, D) token embeddings
+                offset:int=0,     # position of the first token (e.g. the length of a KV cache)
+               ) -> Tensor:       # (B, N, D)
         N, D = x.shape[-2:]
-        if N > self.n_positions: raise ValueError(f"sequence length {N} exceeds the {self.n_positions} learned positions")
-        if D != self.d_model: raise ValueError(f"input width {D} does not match the table width {self.d_model}")
-        return x + self.weight[:N]
+        if offset < 0 or offset + N > self.n_positions:
+            raise ValueError(f"positions {offset}..{offset + N - 1} (sequence length {offset + N}) "
+                             f"exceed the {self.n_positions} learned positions")
+        if D != self.d_model:
+            raise ValueError(f"input width {D} does not match the table width {self.d_model}")
+        return x + self.weight[offset:offset + N]
 
 # %% ../nbs/04_position.ipynb #bee35219
 def sincos_2d_encoding(h:int,              # grid height (rows)
@@ -102,3 +106,22 @@ def apply_rope(x:Tensor,                    # (..., N, Dh) queries or keys, Dh e
     cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
     x1, x2 = x[..., 0::2], x[..., 1::2]                                                     # (..., N, Dh/2) pairs
     return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
+
+# %% ../nbs/04_position.ipynb #15630ebe
+class RotaryEmbedding(nn.Module):
+    "RoPE for `MultiHeadAttention(..., rope=...)`: `rope(t, offset)` rotates t at offset, offset+1, ..."
+    def __init__(self, d_head:int,       # Dh, the width of a head's queries and keys (even)
+                 *,
+                 base:float=10000.0,     # as in `apply_rope`
+                ):
+        super().__init__()
+        if d_head % 2: raise ValueError(f"RotaryEmbedding needs an even head width, got d_head={d_head}")
+        self.d_head, self.base = d_head, base
+
+    def forward(self, t:Tensor,     # (..., N, Dh) queries or keys
+                offset:int=0,       # absolute position of t's first token
+               ) -> Tensor:         # (..., N, Dh)
+        if t.shape[-1] != self.d_head:
+            raise ValueError(f"width {t.shape[-1]} of t {tuple(t.shape)} is not d_head={self.d_head}")
+        pos = torch.arange(offset, offset + t.shape[-2], device=t.device)
+        return apply_rope(t, pos, base=self.base)
