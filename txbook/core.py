@@ -36,7 +36,8 @@ def seed_everything(seed:int=42, # the seed for Python, NumPy and PyTorch (CPU a
 def is_quick() -> bool:
     "True when chapters should use their small sizes: no CUDA GPU, or running under `nbdev-test`"
     env = os.environ.get('TXBOOK_QUICK')
-    if env is not None and env.strip() != '': return env.strip().lower() not in ('0', 'false', 'no', 'off')
+    if env is not None and env.strip() != '':
+        return env.strip().lower() not in ('0', 'false', 'no', 'off')
     if os.environ.get('IN_TEST'): return True
     return not torch.cuda.is_available()
 
@@ -78,7 +79,7 @@ def book_setup(figsize:tuple=(6.0, 4.0), # default figure size in inches
 from fastcore.docments import MarkdownRenderer
 
 class BookDocRenderer(MarkdownRenderer):
-    "`show_doc` renderer that emits plain Markdown (no Quarto attributes), for Jupyter and the Sphinx site"
+    "`show_doc` renderer: plain Markdown (no Quarto attributes), for Jupyter and the Sphinx site"
     def _repr_markdown_(self):
         return f"**`{self.nm}`**\n\n" + super()._repr_markdown_()
 

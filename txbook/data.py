@@ -21,21 +21,18 @@ __all__ = ['SHAKESPEARE_URL', 'SHAKESPEARE_SHA256', 'MNIST_FILES', 'MNIST_URLS',
            'TensorLoader']
 
 # %% ../nbs/00b_data.ipynb #ecc739e0
-def _package_dir() -> Path|None:
-    try: return Path(__file__).resolve().parent
-    except NameError: return None   # inside the notebook, before export
-
-def data_dir(name:str|None=None, # a dataset folder inside the data root, e.g. 'mnist' (not checked to exist)
+def data_dir(name:str|None=None, # a dataset folder inside the data root, e.g. 'mnist' (not checked)
             ) -> Path:
-    "The data root: `$TXBOOK_DATA`, else the first `shared/data` found walking up from the cwd or the package"
+    "The data root: `$TXBOOK_DATA`, else the first `shared/data` found walking up from the cwd"
     env = os.environ.get('TXBOOK_DATA', '').strip()
     if env: roots = [Path(env).expanduser()]
     else:
-        starts = [Path.cwd().resolve()] + [p for p in [_package_dir()] if p is not None]
-        roots = list(dict.fromkeys(d / 'shared' / 'data' for s in starts for d in (s, *s.parents)))
+        cwd = Path.cwd().resolve()
+        roots = [d / 'shared' / 'data' for d in (cwd, *cwd.parents)]
     for r in roots:
         if r.is_dir(): return r / name if name else r
-    raise FileNotFoundError(f"no data folder: looked for {', '.join(map(str, roots))} (set TXBOOK_DATA to choose one)")
+    where = ', '.join(map(str, roots))
+    raise FileNotFoundError(f"no data folder: looked for {where} (set TXBOOK_DATA to choose one)")
 
 def cache_dir(name:str, # a dataset name, e.g. 'cifar10'
              ) -> Path:
@@ -54,15 +51,17 @@ def download(url:str,         # http(s):// or file:// URL
              dest:str|Path,   # where the file should end up
              sha256:str,      # the expected hex SHA-256 of the file
             ) -> Path:
-    "Fetch `url` to `dest` (unless `dest` already has the right digest); raise ValueError if the digest differs"
+    "Fetch `url` to `dest` unless `dest` already has the right digest; ValueError if it differs"
     dest = Path(dest)
     if dest.is_file() and file_sha256(dest) == sha256: return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=dest.name + '.', suffix='.part')
     try:
-        with os.fdopen(fd, 'wb') as f, urllib.request.urlopen(url, timeout=60) as r: shutil.copyfileobj(r, f)
+        with os.fdopen(fd, 'wb') as f, urllib.request.urlopen(url, timeout=60) as r:
+            shutil.copyfileobj(r, f)
         got = file_sha256(tmp)
-        if got != sha256: raise ValueError(f"SHA-256 mismatch for {url}: expected {sha256}, got {got}")
+        if got != sha256:
+            raise ValueError(f"SHA-256 mismatch for {url}: expected {sha256}, got {got}")
         os.replace(tmp, dest)
     finally:
         if os.path.exists(tmp): os.remove(tmp)
@@ -70,7 +69,7 @@ def download(url:str,         # http(s):// or file:// URL
 
 # %% ../nbs/00b_data.ipynb #df8a0f5d
 def _locate(name:str, fname:str, urls:list[str], sha256:str, path:str|Path|None=None) -> Path:
-    "A local copy of `fname` (in `path`, else the shared data folder or the cache), else a verified download"
+    "A local copy of `fname` (in `path`, else shared data, else cache), else a verified download"
     if path is not None: dirs = [Path(path)]
     else:
         try: dirs = [data_dir(name), cache_dir(name)]
@@ -81,15 +80,18 @@ def _locate(name:str, fname:str, urls:list[str], sha256:str, path:str|Path|None=
     for url in urls:
         try: return download(url, dirs[-1] / fname, sha256)
         except (OSError, ValueError) as e: errors.append(f"  {url}: {e}")
-    raise FileNotFoundError(f"{fname} is not in {', '.join(map(str, dirs))} and no download worked:\n" + '\n'.join(errors))
+    where = ', '.join(map(str, dirs))
+    errors = '\n'.join(errors)
+    raise FileNotFoundError(f"{fname} is not in {where} and no download worked:\n{errors}")
 
 # %% ../nbs/00b_data.ipynb #a677e6ae
-SHAKESPEARE_URL = 'https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt'
+SHAKESPEARE_URL = ('https://raw.githubusercontent.com/karpathy/char-rnn/master/'
+                   'data/tinyshakespeare/input.txt')
 SHAKESPEARE_SHA256 = '86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed'
 
-def load_tinyshakespeare(path:str|Path|None=None, # a folder holding input.txt (default: shared data, else cache)
+def load_tinyshakespeare(path:str|Path|None=None, # a folder holding input.txt (default: found)
                         ) -> str:
-    "The Tiny Shakespeare corpus as one string (local copy, else the official file checked by SHA-256)"
+    "Tiny Shakespeare as one string (local copy, else the official file checked by SHA-256)"
     p = _locate('tinyshakespeare', 'input.txt', [SHAKESPEARE_URL], SHAKESPEARE_SHA256, path)
     return p.read_text(encoding='utf-8')
 
@@ -99,41 +101,49 @@ def read_idx(path:str|Path, # an IDX file, gzipped if its name ends in .gz
     "Read an unsigned-byte IDX file into an array of the shape its header declares"
     with (gzip.open if str(path).endswith('.gz') else open)(path, 'rb') as f: buf = f.read()
     if len(buf) < 4 or buf[:2] != b'\x00\x00' or buf[2] != 0x08:
-        raise ValueError(f"{path}: not an unsigned-byte IDX file (header {buf[:4].hex()}, expected 0000 08 0N)")
+        raise ValueError(f"{path}: not an unsigned-byte IDX file "
+                         f"(header {buf[:4].hex()}, expected 0000 08 0N)")
     dims = tuple(int(d) for d in np.frombuffer(buf, '>u4', count=buf[3], offset=4))
     offset = 4 + 4 * len(dims)
-    if len(buf) - offset != int(np.prod(dims)):
-        raise ValueError(f"{path}: header says {dims} = {int(np.prod(dims))} values but {len(buf) - offset} bytes follow")
+    n = int(np.prod(dims))
+    if len(buf) - offset != n:
+        raise ValueError(f"{path}: header says {dims} = {n} values "
+                         f"but {len(buf) - offset} bytes follow")
     return np.frombuffer(bytearray(buf), np.uint8, offset=offset).reshape(dims)
 
 # %% ../nbs/00b_data.ipynb #3726669f
 MNIST_FILES = {'train': ('train-images-idx3-ubyte.gz', 'train-labels-idx1-ubyte.gz'),
                'test':  ('t10k-images-idx3-ubyte.gz', 't10k-labels-idx1-ubyte.gz')}
 MNIST_URLS = {  # mirrors, tried in order (yann.lecun.com itself no longer serves the files freely)
-    'mnist': ['https://ossci-datasets.s3.amazonaws.com/mnist/', 'https://storage.googleapis.com/cvdf-datasets/mnist/'],
+    'mnist': ['https://ossci-datasets.s3.amazonaws.com/mnist/',
+              'https://storage.googleapis.com/cvdf-datasets/mnist/'],
     'fashion-mnist': ['https://github.com/zalandoresearch/fashion-mnist/raw/master/data/fashion/',
                       'http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/']}
-MNIST_SHA256 = {  # of the official .gz files
-    'mnist': {'train-images-idx3-ubyte.gz': '440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609',
-              'train-labels-idx1-ubyte.gz': '3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c',
-              't10k-images-idx3-ubyte.gz':  '8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6',
-              't10k-labels-idx1-ubyte.gz':  'f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6'},
-    'fashion-mnist': {
-              'train-images-idx3-ubyte.gz': '3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84',
-              'train-labels-idx1-ubyte.gz': 'a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845',
-              't10k-images-idx3-ubyte.gz':  '346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073',
-              't10k-labels-idx1-ubyte.gz':  '67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5'}}
-FASHION_CLASSES = ['T-shirt/top', 'Trouser', 'Pullover', 'Dress', 'Coat', 'Sandal', 'Shirt', 'Sneaker', 'Bag', 'Ankle boot']
+_MNIST_NAMES = [*MNIST_FILES['train'], *MNIST_FILES['test']]
+MNIST_SHA256 = {  # of the official .gz files, in the order of _MNIST_NAMES
+    'mnist': dict(zip(_MNIST_NAMES, [
+        '440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609',
+        '3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c',
+        '8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6',
+        'f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6'])),
+    'fashion-mnist': dict(zip(_MNIST_NAMES, [
+        '3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84',
+        'a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845',
+        '346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073',
+        '67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5']))}
+FASHION_CLASSES = ['T-shirt/top', 'Trouser', 'Pullover', 'Dress', 'Coat',
+                   'Sandal', 'Shirt', 'Sneaker', 'Bag', 'Ankle boot']
 
 def load_mnist(kind:Literal['mnist','fashion-mnist']='mnist', # which dataset
-               split:Literal['train','test']='train',         # 60,000 training or 10,000 test images
-               *, path:str|Path|None=None,                    # a folder with the four .gz files (default: shared data, else cache)
-              ) -> tuple[Tensor, Tensor]:                     # images (N, 28, 28) uint8, labels (N,) int64
+               split:Literal['train','test']='train',         # 60,000 training or 10,000 test
+               *, path:str|Path|None=None,                    # a folder with the four .gz files
+              ) -> tuple[Tensor, Tensor]:                     # (N, 28, 28) uint8, (N,) int64
     "MNIST or Fashion-MNIST as tensors, from local IDX files or the official ones (SHA-256 checked)"
-    if kind not in MNIST_URLS: raise ValueError(f"kind must be 'mnist' or 'fashion-mnist', got {kind!r}")
+    if kind not in MNIST_URLS:
+        raise ValueError(f"kind must be 'mnist' or 'fashion-mnist', got {kind!r}")
     if split not in MNIST_FILES: raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-    img_f, lbl_f = MNIST_FILES[split]
-    files = [_locate(kind, f, [u + f for u in MNIST_URLS[kind]], MNIST_SHA256[kind][f], path) for f in (img_f, lbl_f)]
+    files = [_locate(kind, f, [u + f for u in MNIST_URLS[kind]], MNIST_SHA256[kind][f], path)
+             for f in MNIST_FILES[split]]                     # images, labels
     x, y = read_idx(files[0]), read_idx(files[1])
     if len(x) != len(y): raise ValueError(f"{len(x)} images but {len(y)} labels in {files}")
     return torch.from_numpy(x), torch.from_numpy(y).long()
@@ -141,27 +151,31 @@ def load_mnist(kind:Literal['mnist','fashion-mnist']='mnist', # which dataset
 # %% ../nbs/00b_data.ipynb #2428bcde
 CIFAR10_URL = 'https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz'
 CIFAR10_SHA256 = '6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce'
-CIFAR10_CLASSES = ['airplane', 'automobile', 'bird', 'cat', 'deer', 'dog', 'frog', 'horse', 'ship', 'truck']
+CIFAR10_CLASSES = ['airplane', 'automobile', 'bird', 'cat', 'deer',
+                   'dog', 'frog', 'horse', 'ship', 'truck']
 
 class _ArrayUnpickler(pickle.Unpickler):
-    "An Unpickler that rebuilds dicts, lists, bytes and NumPy arrays, and refuses every other global"
+    "An Unpickler that rebuilds dicts, lists, bytes and NumPy arrays, and refuses any other global"
     ALLOWED = {('numpy', 'ndarray'), ('numpy', 'dtype'), ('_codecs', 'encode'),
-               ('numpy.core.multiarray', '_reconstruct'), ('numpy._core.multiarray', '_reconstruct')}
+               ('numpy.core.multiarray', '_reconstruct'),
+               ('numpy._core.multiarray', '_reconstruct')}
     def find_class(self, module, name):
-        if (module, name) not in self.ALLOWED: raise pickle.UnpicklingError(f"refusing to load global {module}.{name}")
+        if (module, name) not in self.ALLOWED:
+            raise pickle.UnpicklingError(f"refusing to load global {module}.{name}")
         return super().find_class(module, name)
 
 def _load_batch(f) -> tuple[np.ndarray, np.ndarray]:
-    d = _ArrayUnpickler(f, encoding='latin1').load()     # latin1: how Python 2 byte strings map to NumPy bytes
+    d = _ArrayUnpickler(f, encoding='latin1').load()   # latin1: Python 2 bytes -> NumPy bytes
     x = np.asarray(d['data'], dtype=np.uint8).reshape(-1, 3, 32, 32)
     return x, np.asarray(d['labels'], dtype=np.int64)
 
 # %% ../nbs/00b_data.ipynb #0d4d3ad3
 def load_cifar10(split:Literal['train','test']='train', # 50,000 training or 10,000 test images
-                 path:str|Path|None=None,               # the .tar.gz itself, or a folder holding it (default: shared data, else cache)
-                ) -> tuple[Tensor, Tensor]:             # images (N, 3, 32, 32) uint8, labels (N,) int64
+                 path:str|Path|None=None,               # the .tar.gz itself, or a folder holding it
+                ) -> tuple[Tensor, Tensor]:             # images (N, 3, 32, 32) uint8, labels (N,)
     "CIFAR-10 from the official python-version tarball (downloaded and SHA-256 checked if absent)"
-    if split not in ('train', 'test'): raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    if split not in ('train', 'test'):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     fname = 'cifar-10-python.tar.gz'
     if path is not None and Path(path).is_file(): tgz = Path(path)
     else: tgz = _locate('cifar10', fname, [CIFAR10_URL], CIFAR10_SHA256, path)
@@ -179,15 +193,17 @@ def random_crop(x:Tensor,        # (B, C, H, W) images
                 *, generator:torch.Generator|None=None,
                ) -> Tensor:      # (B, C, H, W), each image shifted by up to `padding` pixels
     "Zero-pad every side by `padding`, then cut each image's H×W window at its own random offset"
-    if x.ndim != 4: raise ValueError(f"random_crop expects (B, C, H, W), got shape {tuple(x.shape)}")
+    if x.ndim != 4:
+        raise ValueError(f"random_crop expects (B, C, H, W), got shape {tuple(x.shape)}")
     if padding < 0: raise ValueError(f"padding must be >= 0, got {padding}")
     B, C, H, W = x.shape
     xp = F.pad(x, (padding,) * 4)                                     # (B, C, H+2p, W+2p)
     i = torch.randint(0, 2 * padding + 1, (B, 1), generator=generator).to(x.device)  # top offsets
     j = torch.randint(0, 2 * padding + 1, (B, 1), generator=generator).to(x.device)  # left offsets
     ar = lambda n: torch.arange(n, device=x.device)
-    rows, cols = i + ar(H), j + ar(W)                                                # (B, H), (B, W)
-    return xp[ar(B)[:, None, None, None], ar(C)[None, :, None, None], rows[:, None, :, None], cols[:, None, None, :]]
+    rows, cols = i + ar(H), j + ar(W)                                     # (B, H), (B, W)
+    b_idx, c_idx = ar(B)[:, None, None, None], ar(C)[None, :, None, None]  # (B,1,1,1), (1,C,1,1)
+    return xp[b_idx, c_idx, rows[:, None, :, None], cols[:, None, None, :]]  # (B, C, H, W)
 
 def random_hflip(x:Tensor,     # (B, C, H, W) images
                  p:float=0.5,  # probability of flipping each image
@@ -198,9 +214,9 @@ def random_hflip(x:Tensor,     # (B, C, H, W) images
     return torch.where(flip.view(-1, *[1] * (x.ndim - 1)).to(x.device), x.flip(-1), x)
 
 def augment(x:Tensor,                              # (B, C, H, W) images
-            generator:torch.Generator|None=None,   # source of randomness (TensorLoader passes one per batch)
+            generator:torch.Generator|None=None,   # randomness (TensorLoader passes one per batch)
             *, padding:int=4,                      # random-crop padding in pixels (0: no shift)
-            flip:bool=True,                        # also flip left-right with probability 1/2 (not for digits)
+            flip:bool=True,                        # also flip left-right with p = 1/2 (not digits)
            ) -> Tensor:                            # (B, C, H, W)
     "The standard small-image augmentation: random crop with padding, then a random horizontal flip"
     x = random_crop(x, padding, generator=generator)
@@ -208,17 +224,19 @@ def augment(x:Tensor,                              # (B, C, H, W) images
 
 # %% ../nbs/00b_data.ipynb #eebbdbd8
 class TensorLoader:
-    "Minibatches of in-memory tensors; shuffling and augmentation depend only on (seed, epoch, batch index)"
-    def __init__(self, *tensors:Tensor,     # tensors with the same first dimension, e.g. images and labels
+    "Minibatches of in-memory tensors; order and augmentation depend on (seed, epoch, batch) only"
+    def __init__(self, *tensors:Tensor,     # tensors with one first dimension, e.g. images, labels
                  batch_size:int=128,
                  shuffle:bool=False,
                  drop_last:bool=False,     # drop a last batch smaller than `batch_size`
                  seed:int=0,
-                 transform:Callable|None=None, # transform(x, generator) -> x, applied to the first tensor
+                 transform:Callable|None=None, # transform(x, generator) -> x, on the first tensor
                 ):
-        if len({len(t) for t in tensors}) != 1: raise ValueError(f"tensors differ in length: {[len(t) for t in tensors]}")
+        if len({len(t) for t in tensors}) != 1:
+            raise ValueError(f"tensors differ in length: {[len(t) for t in tensors]}")
         if batch_size < 1: raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        self.tensors, self.batch_size, self.shuffle, self.drop_last = tensors, batch_size, shuffle, drop_last
+        self.tensors, self.batch_size = tensors, batch_size
+        self.shuffle, self.drop_last = shuffle, drop_last
         self.seed, self.transform, self.epoch, self.start = seed, transform, 0, 0
 
     def set_epoch(self, epoch:int, start:int=0):
@@ -231,8 +249,8 @@ class TensorLoader:
 
     def __iter__(self):
         n = len(self.tensors[0])
-        idx = (torch.randperm(n, generator=torch.Generator().manual_seed(self.seed * 100_003 + self.epoch))
-               if self.shuffle else torch.arange(n))
+        g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
+        idx = torch.randperm(n, generator=g) if self.shuffle else torch.arange(n)
         for i in range(self.start, len(self)):
             b = idx[i * self.batch_size:(i + 1) * self.batch_size]
             batch = [t[b.to(t.device)] for t in self.tensors]

@@ -21,12 +21,17 @@ def _np(x) -> np.ndarray:
     if hasattr(x, 'is_floating_point') and x.is_floating_point(): x = x.float()
     return np.asarray(x)
 
+def _check_labels(shape, x_labels=None, y_labels=None):
+    "Raise ValueError unless the labels fit an (..., N, M) array (before any figure is made)"
+    N, M = shape[-2:]
+    for name, labels, n in (('x_labels', x_labels, M), ('y_labels', y_labels, N)):
+        if labels is not None and len(labels) != n:
+            raise ValueError(f"{name} has {len(labels)} entries; the weights {shape} need {n}")
+
 def _heat(ax, w, x_labels=None, y_labels=None, cmap='viridis', vmin=None, vmax=None):
     "Draw the (N, M) matrix `w` on `ax` with token labels; returns the image"
     N, M = w.shape
-    for name, labels, n in (('x_labels', x_labels, M), ('y_labels', y_labels, N)):
-        if labels is not None and len(labels) != n:
-            raise ValueError(f"{name} has {len(labels)} entries; the weights {w.shape} need {n}")
+    _check_labels(w.shape, x_labels, y_labels)
     im = ax.imshow(w, cmap=cmap, vmin=vmin, vmax=vmax, aspect='auto', interpolation='nearest')
     if x_labels is not None: ax.set_xticks(range(M), [str(l) for l in x_labels], rotation=90)
     if y_labels is not None: ax.set_yticks(range(N), [str(l) for l in y_labels])
@@ -46,6 +51,7 @@ def show_attention(weights,                     # (N, M) weights: rows = queries
     w = _np(weights)
     if w.ndim != 2: raise ValueError(f"show_attention needs a 2-D (N, M) matrix, got {w.shape}")
     N, M = w.shape
+    _check_labels(w.shape, x_labels, y_labels)
     if ax is None: _, ax = plt.subplots(figsize=(1.5 + 0.45 * M, 1.0 + 0.4 * N))
     im = _heat(ax, w, x_labels, y_labels, cmap)
     ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
@@ -65,10 +71,11 @@ def show_heads(weights,                       # (H, N, M) attention weights, one
     H, N, M = w.shape
     titles = [f'head {h}' for h in range(H)] if titles is None else list(titles)
     if len(titles) != H: raise ValueError(f"{len(titles)} titles for {H} heads")
+    y_labels = labels if labels is not None and len(labels) == N else None
+    _check_labels(w.shape, labels, y_labels)
     ncols = min(ncols, H); nrows = math.ceil(H / ncols)
     figsize = (0.4 * M * ncols + 1.5, (0.4 * N + 0.8) * nrows)
     fig, axs = plt.subplots(nrows, ncols, figsize=figsize, squeeze=False, constrained_layout=True)
-    y_labels = labels if labels is not None and len(labels) == N else None
     for h, ax in enumerate(axs.flat):
         if h >= H: ax.set_axis_off(); continue
         im = _heat(ax, w[h], labels, y_labels, vmin=0.0, vmax=float(w.max()))
@@ -86,7 +93,8 @@ def show_images(images,                        # (K, H, W) gray or (K, C, H, W) 
     x = _np(images)
     if x.ndim == 4 and x.shape[1] in (1, 3): x = x.transpose(0, 2, 3, 1)   # -> (K, H, W, C)
     elif x.ndim != 3:
-        raise ValueError(f"show_images needs (K, H, W) or (K, C, H, W) with C in (1, 3), got {x.shape}")
+        raise ValueError(f"show_images needs (K, H, W) or (K, C, H, W) with C in (1, 3), "
+                         f"got {x.shape}")
     if x.ndim == 4 and x.shape[-1] == 1: x = x[..., 0]
     K = len(x)
     if titles is not None and len(titles) != K:

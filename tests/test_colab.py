@@ -1,0 +1,154 @@
+"""The Colab simulation: every chapter runs top to bottom in a fresh Colab-like runtime.
+
+A new user opens a chapter in Colab: a runtime with Colab's preinstalled packages (no txbook, no nbdev, no
+einops/fastcore/fastprogress), `google.colab` already imported, no `../shared` folder and no GPU here. The
+chapter's hidden first cell must install the book's package at the book's version with pip, and everything
+after it must run. This test rebuilds that situation:
+
+- the wheel is built from this tree into a temporary folder that pip sees through `PIP_FIND_LINKS`, so the
+  first cell's `pip install txbook==<version>` resolves to it (its dependencies come from the registry);
+- a fresh venv holds only what Colab preinstalls and the chapters rely on (`COLAB_PREINSTALLED`; torch is the
+  local CPU wheel `$TORCH`, default `torch==2.13.0`);
+- a stub `google.colab` package is on the venv's path and an IPython startup file imports it when the kernel
+  starts, as Colab does before any cell runs;
+- each notebook is copied ALONE into an empty folder: no `shared/data` above it, `TXBOOK_DATA` unset, a fresh
+  `HOME` whose download cache (`~/.cache/txbook/<dataset>/`) holds the dataset files as a finished download
+  of `txbook.data` would leave them;
+- no network for Hugging Face (`HF_HUB_OFFLINE=1`, empty cache): a chapter's `in_colab()` demo that loads
+  pretrained weights must skip cleanly when they cannot be fetched;
+- before each chapter, whatever the previous chapter's first cell installed is uninstalled again, so every
+  chapter's own first cell does the install.
+
+Notebooks are found by glob, so new chapters are included. Quick sizes apply (no CUDA). `make colab` runs only
+this file; `make test` runs it with the rest.
+"""
+import json, os, shutil, subprocess, sys, time
+from pathlib import Path
+
+import pytest
+import txbook
+from conftest import NBS, ROOT
+
+# What a Colab runtime preinstalls that the chapters use (Colab has many more; none of txbook's own
+# dependencies einops, safetensors (via transformers only), fastcore, fastprogress are listed on purpose).
+COLAB_PREINSTALLED = ["numpy", "matplotlib", "ipywidgets", "ipykernel", "scikit-learn", "transformers",
+                      "tqdm", "pandas", "pillow", "requests"]
+TORCH = os.environ.get("TORCH", "torch==2.13.0")
+SHARED_DATA = ROOT.parent / "shared" / "data"
+DATASETS = {  # cache folder name -> files, as txbook.data's loaders name them
+    "mnist": ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+              "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"],
+    "fashion-mnist": ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                      "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"],
+    "tinyshakespeare": ["input.txt"],
+}
+CELL_TIMEOUT = 900
+# The last cell appended to each chapter: proof that the run was the simulated Colab one
+PROBE = """import sys, txbook, json
+print(json.dumps({'colab': 'google.colab' in sys.modules, 'txbook': txbook.__file__,
+                  'version': txbook.__version__, 'nbdev': 'nbdev' in sys.modules}))"""
+
+
+def _run(*args, **kw):
+    r = subprocess.run([str(a) for a in args], capture_output=True, text=True, **kw)
+    assert r.returncode == 0, f"{' '.join(map(str, args))} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    return r.stdout
+
+
+def _freeze(py):
+    return {l.split("==")[0].lower() for l in _run(py, "-m", "pip", "freeze", "--all").split() if "==" in l}
+
+
+@pytest.fixture(scope="module")
+def colab(tmp_path_factory):
+    "A Colab-like runtime: wheel folder, fresh venv, google.colab stub, startup import, kernelspec, HOME"
+    t0 = time.time()
+    base = tmp_path_factory.mktemp("colab")
+    wheels = base / "wheels"
+    _run(sys.executable, "-m", "build", "--wheel", "--outdir", wheels, ROOT)
+    whl = list(wheels.glob("txbook-*.whl"))
+    assert [w.name.split("-")[1] for w in whl] == [txbook.__version__], whl
+    venv = base / "venv"
+    _run(sys.executable, "-m", "venv", venv)
+    py = venv / "bin" / "python"
+    _run(py, "-m", "pip", "install", "-q", "--upgrade", "pip")
+    _run(py, "-m", "pip", "install", "-q", TORCH)
+    _run(py, "-m", "pip", "install", "-q", *COLAB_PREINSTALLED)
+    baseline = _freeze(py)
+    assert not baseline & {"txbook", "nbdev", "einops", "fastcore", "fastprogress"}, baseline
+    # google.colab: a namespace package `google` (no __init__.py, so google.protobuf still imports)
+    stub = base / "colab_stub"
+    (stub / "google" / "colab").mkdir(parents=True)
+    (stub / "google" / "colab" / "__init__.py").write_text('"A stub of Colab\'s google.colab package"\n')
+    site = Path(_run(py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip())
+    (site / "google_colab_stub.pth").write_text(f"{stub}\n")
+    ipython = base / "ipython"
+    (ipython / "profile_default" / "startup").mkdir(parents=True)
+    (ipython / "profile_default" / "startup" / "00-colab.py").write_text("import google.colab\n")
+    specs = base / "kernels"
+    _run(py, "-m", "ipykernel", "install", "--prefix", specs, "--name", "colab", "--display-name", "colab")
+    home = base / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TXBOOK_DATA", "TXBOOK_CACHE", "TXBOOK_QUICK", "IN_TEST", "MPLBACKEND",
+                        "PYTHONPATH", "VIRTUAL_ENV", "JUPYTER_PATH", "HF_HOME", "HF_HUB_CACHE")}
+    env.update(HOME=str(home), IPYTHONDIR=str(ipython), HF_HUB_OFFLINE="1", HF_HOME=str(base / "hf"),
+               PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
+               PIP_FIND_LINKS=" ".join([str(wheels)] + os.environ.get("PIP_FIND_LINKS", "").split()),
+               # keep pip's cache outside the fresh HOME: the registry downloads are not what is tested
+               PIP_CACHE_DIR=os.environ.get("PIP_CACHE_DIR", str(Path.home() / ".cache" / "pip")))
+    print(f"colab runtime ready in {time.time() - t0:.0f}s")
+    return dict(base=base, py=py, env=env, baseline=baseline, home=home,
+                kernels=specs / "share" / "jupyter" / "kernels")
+
+
+def _prefill_cache(home):
+    "The download cache as txbook.data leaves it after a finished download (files under cache_dir(name))"
+    cache = home / ".cache" / "txbook"
+    shutil.rmtree(cache, ignore_errors=True)
+    for name, files in DATASETS.items():
+        (cache / name).mkdir(parents=True)
+        for f in files: shutil.copyfile(SHARED_DATA / name / f, cache / name / f)
+    return {p.relative_to(cache) for p in cache.rglob("*")}
+
+
+def _no_shared_above(folder):
+    return not any((d / "shared" / "data").exists() for d in (folder, *folder.parents))
+
+
+@pytest.mark.parametrize("path", NBS, ids=lambda p: p.stem)
+def test_chapter_runs_in_colab(colab, path):
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import KernelManager
+    from nbclient import NotebookClient
+    from nbformat import read, write, NO_CONVERT
+    from nbformat.v4 import new_code_cell
+
+    if not SHARED_DATA.is_dir(): pytest.skip(f"no datasets at {SHARED_DATA} to pre-fill the cache with")
+    py, env = colab["py"], colab["env"]
+    # a fresh runtime: drop what an earlier chapter's first cell installed
+    extra = sorted(_freeze(py) - colab["baseline"])
+    if extra: _run(py, "-m", "pip", "uninstall", "-q", "-y", *extra)
+    before = _prefill_cache(colab["home"])
+    work = colab["base"] / "run" / path.stem
+    work.mkdir(parents=True)
+    assert _no_shared_above(work), f"a shared/data folder is visible from {work}"
+    shutil.copy(path, work / path.name)
+    assert [p.name for p in work.iterdir()] == [path.name]
+    nb = read(work / path.name, as_version=4)
+    nb.cells.append(new_code_cell(PROBE))
+    specs = KernelSpecManager(kernel_dirs=[str(colab["kernels"])])
+    km = KernelManager(kernel_name="colab", kernel_spec_manager=specs)
+    client = NotebookClient(nb, km=km, timeout=CELL_TIMEOUT, resources={"metadata": {"path": str(work)}})
+    t0, c0 = time.time(), time.process_time()
+    try: client.execute(env=env)
+    finally: write(nb, work / f"{path.stem}.executed.ipynb", version=NO_CONVERT)
+    print(f"{path.name}: {time.time() - t0:.0f}s wall in the simulated Colab runtime")
+    probe = json.loads("".join(o.get("text", "") for o in nb.cells[-1].outputs if o.get("name") == "stdout"))
+    assert probe["colab"], "google.colab was not imported in the kernel"
+    assert probe["version"] == txbook.__version__
+    assert Path(probe["txbook"]).is_relative_to(colab["base"] / "venv"), probe   # the wheel, not this tree
+    assert not probe["nbdev"], "the chapter imported nbdev, which Colab does not have"
+    cache = colab["home"] / ".cache" / "txbook"
+    after = {p.relative_to(cache) for p in cache.rglob("*")}
+    assert after == before, f"the chapter downloaded into the cache (or left files): {after - before}"
