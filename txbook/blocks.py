@@ -100,11 +100,13 @@ class TransformerBlock(nn.Module):
                  activation:Activation='gelu',
                  bias:bool=True,
                  norm_eps:float=1e-5,              # LayerNorm eps (Hugging Face ViT uses 1e-12)
+                 attn_scale:float|None=None,       # attention logit scale (None: 1/√Dh)
                 ):
         super().__init__()
         self.norm_first = norm_first
         self.norm1 = LayerNorm(d_model, eps=norm_eps)
-        self.attn = MultiHeadAttention(d_model, n_heads, bias=bias, dropout=dropout)
+        self.attn = MultiHeadAttention(d_model, n_heads, bias=bias, dropout=dropout,
+                                       scale=attn_scale)
         self.norm2 = LayerNorm(d_model, eps=norm_eps)
         self.mlp = MLP(d_model, d_mlp or 4 * d_model, activation=activation, dropout=dropout,
                        bias=bias)

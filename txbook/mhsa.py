@@ -22,6 +22,7 @@ class MultiHeadAttention(nn.Module):
                  *,
                  bias:bool=True,    # biases in `to_qkv` and `to_out`
                  dropout:float=0.0, # dropout on the attention weights (training only)
+                 scale:float|None=None, # logit scale; None = 1/√Dh (GPT-2 options change it)
                 ):
         super().__init__()
         if d_model % n_heads:
@@ -29,7 +30,7 @@ class MultiHeadAttention(nn.Module):
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.to_qkv = nn.Linear(d_model, 3 * d_model, bias=bias)  # rows q | k | v (in_proj_weight)
         self.to_out = nn.Linear(d_model, d_model, bias=bias)      # W_O
-        self.dropout = dropout
+        self.dropout, self.scale = dropout, scale
         self.fused = True                       # False selects the explicit teaching path
 
     def _check_x(self, x:Tensor, name:str):
@@ -94,9 +95,10 @@ class MultiHeadAttention(nn.Module):
             is_causal = False
         p = self.dropout if self.training else 0.0
         if not return_weights:
-            y = attention(q, k, v, mask, is_causal=is_causal, dropout_p=p, fused=self.fused)
+            y = attention(q, k, v, mask, is_causal=is_causal, scale=self.scale, dropout_p=p,
+                          fused=self.fused)
             return self.merge(y)
-        w = attention_weights(q, k, mask, is_causal=is_causal)  # (B, H, N, M)
+        w = attention_weights(q, k, mask, is_causal=is_causal, scale=self.scale)  # (B, H, N, M)
         return self.merge(F.dropout(w, p) @ v), w
 
     @classmethod
