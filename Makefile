@@ -1,15 +1,18 @@
 # txbook: two commands on a fresh machine (Python 3.11):
 #   make book   installs everything into .venv and builds the executed site into _build/html
-#   make test   installs everything into .venv and runs all the tests
+#   make test   installs everything into .venv and runs all the tests (the Colab simulation included)
+# and a few narrower ones: make colab (only the Colab simulation), make dist (sdist + wheel in dist/)
 VENV   ?= .venv
 PYTHON ?= python3
 BIN    := $(VENV)/bin
 # The CPU wheel on these machines; any other torch request pulls gigabytes of CUDA packages.
 TORCH  ?= torch==2.13.0
+# tests/test_colab.py and tests/test_packaging.py install the same torch into their fresh venvs
+export TORCH
 # The executed chapters need the notebook's inline backend: an inherited MPLBACKEND (Agg, say) would drop every figure.
 unexport MPLBACKEND
 
-.PHONY: install book test clean
+.PHONY: install book test colab dist clean
 
 install: $(VENV)/.installed
 
@@ -27,9 +30,21 @@ book: install
 	$(BIN)/python tests/check_site.py _build/html
 	@echo "site: _build/html/index.html"
 
-# Clean notebooks, package in sync with nbs/, every notebook under nbdev-test, and the pytest suite.
+# Clean notebooks, package in sync with nbs/, every notebook under nbdev-test, the Colab simulation,
+# the packaging checks, and the rest of the pytest suite.
 test: install
 	$(BIN)/python -m pytest
 
+# Every chapter in a simulated fresh Colab runtime, from the wheel (also part of `make test`)
+colab: install
+	$(BIN)/python -m pytest tests/test_colab.py
+
+# What a release uploads: sdist and wheel, checked
+dist: install
+	rm -rf dist
+	$(BIN)/python -m build
+	$(BIN)/python -m twine check --strict dist/*
+	$(BIN)/python tools/check_version.py "" dist
+
 clean:
-	rm -rf _build $(VENV)
+	rm -rf _build $(VENV) dist build

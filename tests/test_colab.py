@@ -34,14 +34,8 @@ from conftest import NBS, ROOT
 COLAB_PREINSTALLED = ["numpy", "matplotlib", "ipywidgets", "ipykernel", "scikit-learn", "transformers",
                       "tqdm", "pandas", "pillow", "requests"]
 TORCH = os.environ.get("TORCH", "torch==2.13.0")
-SHARED_DATA = ROOT.parent / "shared" / "data"
-DATASETS = {  # cache folder name -> files, as txbook.data's loaders name them
-    "mnist": ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
-              "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"],
-    "fashion-mnist": ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
-                      "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"],
-    "tinyshakespeare": ["input.txt"],
-}
+sys.path.insert(0, str(ROOT / "tools"))
+from fetch_data import FILES as DATASETS   # the datasets the chapters read: name -> (file, urls, sha256)
 CELL_TIMEOUT = 900
 # The last cell appended to each chapter: proof that the run was the simulated Colab one
 PROBE = """import sys, txbook, json
@@ -102,13 +96,20 @@ def colab(tmp_path_factory):
                 kernels=specs / "share" / "jupyter" / "kernels")
 
 
-def _prefill_cache(home):
+def _dataset_files():
+    "Where this machine has each dataset file (shared data or the cache; never downloads): {(name, file): path}"
+    from txbook.data import _locate
+    try: return {(n, f): _locate(n, f, [], sha) for n, files in DATASETS.items() for f, _, sha in files}
+    except FileNotFoundError as e: pytest.skip(f"datasets missing here (run tools/fetch_data.py): {e}")
+
+
+def _prefill_cache(home, sources):
     "The download cache as txbook.data leaves it after a finished download (files under cache_dir(name))"
     cache = home / ".cache" / "txbook"
     shutil.rmtree(cache, ignore_errors=True)
-    for name, files in DATASETS.items():
-        (cache / name).mkdir(parents=True)
-        for f in files: shutil.copyfile(SHARED_DATA / name / f, cache / name / f)
+    for (name, f), src in sources.items():
+        (cache / name).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, cache / name / f)
     return {p.relative_to(cache) for p in cache.rglob("*")}
 
 
@@ -124,12 +125,12 @@ def test_chapter_runs_in_colab(colab, path):
     from nbformat import read, write, NO_CONVERT
     from nbformat.v4 import new_code_cell
 
-    if not SHARED_DATA.is_dir(): pytest.skip(f"no datasets at {SHARED_DATA} to pre-fill the cache with")
+    sources = _dataset_files()
     py, env = colab["py"], colab["env"]
     # a fresh runtime: drop what an earlier chapter's first cell installed
     extra = sorted(_freeze(py) - colab["baseline"])
     if extra: _run(py, "-m", "pip", "uninstall", "-q", "-y", *extra)
-    before = _prefill_cache(colab["home"])
+    before = _prefill_cache(colab["home"], sources)
     work = colab["base"] / "run" / path.stem
     work.mkdir(parents=True)
     assert _no_shared_above(work), f"a shared/data folder is visible from {work}"

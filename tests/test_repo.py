@@ -77,3 +77,51 @@ def test_repository_url_agrees():
     url = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"]
     assert yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"] == url
     assert "settings.ini" not in [p.name for p in ROOT.iterdir()], "nbdev 3 refuses to run with a settings.ini"
+
+
+def _workflow(name):
+    import yaml
+    wf = yaml.safe_load((ROOT / ".github" / "workflows" / name).read_text())
+    return wf, wf.get("on", wf.get(True))   # YAML 1.1 reads the key `on` as True
+
+
+def test_ci_runs_the_readme_commands():
+    "README's two commands are the ones CI runs: .ci/run and the test workflow call `make test`"
+    readme = (ROOT / "README.md").read_text()
+    assert "make book" in readme and "make test" in readme
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
+    wf, on = _workflow("test.yml")
+    assert "push" in on and "pull_request" in on
+    runs = [s.get("run", "") for s in wf["jobs"]["test"]["steps"]]
+    assert "make test" in runs, runs
+
+
+def test_pages_workflow_deploys_the_built_book():
+    wf, on = _workflow("pages.yml")
+    assert on["push"]["branches"] == ["main"]
+    steps = wf["jobs"]["build"]["steps"]
+    assert "make book" in [s.get("run") for s in steps]
+    upload = [s for s in steps if s.get("uses", "").startswith("actions/upload-pages-artifact")]
+    assert upload and upload[0]["with"]["path"] == "_build/html"
+    assert any(s.get("uses", "").startswith("actions/deploy-pages") for s in wf["jobs"]["deploy"]["steps"])
+    assert wf["permissions"]["pages"] == "write" and wf["permissions"]["id-token"] == "write"
+
+
+def test_release_workflow_checks_versions_and_uses_trusted_publishing():
+    wf, on = _workflow("release.yml")
+    assert on["push"]["tags"] == ["v*"]
+    runs = "\n".join(s.get("run", "") for s in wf["jobs"]["build"]["steps"])
+    assert 'tools/check_version.py "$GITHUB_REF_NAME"' in runs and "python -m build" in runs
+    assert "twine check --strict" in runs
+    pub = wf["jobs"]["publish"]
+    assert pub["permissions"] == {"id-token": "write"}, "trusted publishing needs id-token, nothing else"
+    assert [s["uses"] for s in pub["steps"]][-1].startswith("pypa/gh-action-pypi-publish@")
+    assert not any("password" in s.get("with", {}) for s in pub["steps"]), "no API token: trusted publishing"
+
+
+def test_readme_lists_every_chapter():
+    "The README's chapter table links each notebook's page and its Colab badge"
+    readme = (ROOT / "README.md").read_text()
+    url = "https://colab.research.google.com/github/txbook/txbook/blob/main/nbs/"
+    missing = [p.name for p in NBS if f"{url}{p.name})" not in readme or f"nbs/{p.stem}.html)" not in readme]
+    assert not missing, f"README.md's chapter table lacks {missing}"
