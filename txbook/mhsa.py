@@ -49,15 +49,14 @@ class MultiHeadAttention(nn.Module):
         self._check_x(x, 'x')
         H, Dh = self.n_heads, self.d_head
         if context is None:                                     # one fused matrix product
-            qkv = self.to_qkv(x).unflatten(-1, (3, H, Dh))      # (B, N, 3, H, Dh), a view
-            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)      # (B, H, N, Dh) each, no copy
-            return q, k, v
+            q, k, v = self.to_qkv(x).split(self.d_model, dim=-1)          # (B, N, D) views
+            return tuple(t.unflatten(-1, (H, Dh)).transpose(1, 2) for t in (q, k, v))
         self._check_x(context, 'context')
         D, W, b = self.d_model, self.to_qkv.weight, self.to_qkv.bias
         q = F.linear(x, W[:D], None if b is None else b[:D])            # (B, N, D)
         kv = F.linear(context, W[D:], None if b is None else b[D:])     # (B, M, 2D)
         q = q.unflatten(-1, (H, Dh)).transpose(1, 2)                   # (B, H, N, Dh)
-        k, v = kv.unflatten(-1, (2, H, Dh)).permute(2, 0, 3, 1, 4).unbind(0)  # (B, H, M, Dh)
+        k, v = (t.unflatten(-1, (H, Dh)).transpose(1, 2) for t in kv.split(D, dim=-1))
         return q, k, v
 
     def merge(self, y:Tensor, # (B, H, N, Dh) per-head outputs
