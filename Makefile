@@ -25,9 +25,12 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # The site, every chapter executed; warnings are errors, so a chapter that fails to run or render fails.
+# Then the static checks, and every page in headless Chromium from 127.0.0.1 with no other host reachable
+# (tests/check_browser.py installs Debian's chromium with apt-get when it is missing and it runs as root).
 book: install
 	$(BIN)/jupyter-book build . --all --warningiserror --keep-going
 	$(BIN)/python tests/check_site.py _build/html
+	$(BIN)/python tests/check_browser.py _build/html
 	@echo "site: _build/html/index.html"
 
 # Clean notebooks, package in sync with nbs/, every notebook under nbdev-test, the Colab simulation,

@@ -4,14 +4,29 @@
 that turns nbdev's cell directives (`#| hide`, `#| export`, `#| echo: false`, ...) into the
 cell tags myst-nb understands, and strips the `#|` lines, so that the notebooks in `nbs/` are
 the only copy of each chapter and the site never shows nbdev's plumbing.
+
+`copy_mathjax` ships MathJax 3 with the site (no CDN): `_config.yml` sets
+`mathjax_path: mathjax/tex-mml-chtml.js`, and at the end of the build the files it needs are
+copied into `_static/mathjax/` from the pinned PyPI package `django-static-mathjax` (MathJax
+3.2.2, Apache-2.0; see `book/_static/mathjax/NOTICE.md`).
+
+`write_nbdev_pages` makes the addresses that nbdev writes into the package resolve on the site. nbdev
+names a chapter's page after the notebook without its number (`nbs/01_attention.ipynb` → `attention.html`,
+see `nbdev.config.nbpath2html`); its module docstrings link to `<doc_baseurl>/attention.html.md` (the page
+as Markdown) and `_modidx.py` to `<doc_baseurl>/attention.html#name`. With `doc_baseurl` at the book's
+`nbs/` folder, this writes `nbs/attention.html` (a redirect to `nbs/01_attention.html`, keeping the
+`#anchor`) and `nbs/attention.html.md` (the executed chapter as Markdown) for every chapter.
 """
 from __future__ import annotations
 
 import re
+import shutil
+from pathlib import Path
 
 import nbformat
 
-__all__ = ["parse_directives", "directive_tags", "read_nbdev", "setup"]
+__all__ = ["parse_directives", "directive_tags", "read_nbdev", "mathjax_dist", "copy_mathjax", "nbdev_page",
+           "notebook_markdown", "write_nbdev_pages", "setup"]
 
 # `#| name`, `#| name: value` or `#| name value` (nbdev 3 accepts all three), only at the top of a cell
 _re_directive = re.compile(r"^\s*#\s*\|\s*([\w-]+)\s*:?\s*(.*?)\s*$")
@@ -83,6 +98,150 @@ def read_nbdev(text: str) -> nbformat.NotebookNode:
     return nb
 
 
+# What the site needs of MathJax's es5 distribution: the combined TeX/MathML → CommonHTML component,
+# its fonts, the TeX extensions it autoloads (\boldsymbol, \cancel, ...), and what its menu loads on
+# request (accessibility explorer, speech rules, menu parts), so nothing is ever fetched from a CDN.
+MATHJAX_FILES = ["tex-mml-chtml.js", "output/chtml/fonts", "input/tex/extensions", "input/mml/extensions",
+                 "a11y", "sre", "ui", "adaptors"]
+
+
+def mathjax_dist() -> Path:
+    "The `es5` folder of MathJax 3 in the installed `django-static-mathjax` package"
+    try:
+        import mathjax  # the PyPI package django-static-mathjax (a pinned copy of MathJax 3.2.2)
+    except ImportError as e:
+        raise RuntimeError("MathJax for the offline site is missing: pip install django-static-mathjax "
+                           "(listed in txbook's dev extra)") from e
+    root = Path(mathjax.__file__).parent / "static" / "mathjax"
+    if not (root / "es5" / "tex-mml-chtml.js").exists():
+        raise RuntimeError(f"no es5/tex-mml-chtml.js in {root}: is django-static-mathjax 3.x installed?")
+    return root / "es5"
+
+
+def copy_mathjax(outdir: str | Path) -> Path:
+    "Copy MathJax (the files the site uses, and its LICENSE) into `outdir/_static/mathjax`; returns that folder"
+    src = mathjax_dist()
+    dest = Path(outdir) / "_static" / "mathjax"
+    for rel in MATHJAX_FILES:
+        s, d = src / rel, dest / rel
+        if s.is_dir():
+            shutil.copytree(s, d, dirs_exist_ok=True)
+        elif s.exists():
+            d.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(s, d)
+    shutil.copy2(src.parent / "LICENSE", dest / "LICENSE")
+    return dest
+
+
+def nbdev_page(nb_name: str) -> str:
+    "The page name nbdev gives notebook `nb_name` (`01_attention.ipynb` → `attention.html`), as nbpath2html"
+    return re.sub(r"^\d+[a-zA-Z0-9]*_", "", Path(nb_name).name.lower()).rsplit(".", 1)[0] + ".html"
+
+
+_REDIRECT = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<link rel="canonical" href="{target}">
+<script>location.replace("{target}" + location.hash)</script>
+<noscript><meta http-equiv="refresh" content="0; url={target}"></noscript>
+</head><body><p>This page is <a href="{target}">{title}</a>.</p></body></html>
+"""
+
+
+def _text(out: dict) -> str | None:
+    "The text of one notebook output, if it has one"
+    if out.get("output_type") == "stream":
+        return out.get("text", "")
+    data = out.get("data", {})
+    for mime in ("text/markdown", "text/plain"):
+        if mime in data:
+            v = data[mime]
+            return v if isinstance(v, str) else "".join(v)
+    return None
+
+
+def notebook_markdown(source: str, executed: str | None = None) -> str:
+    "The chapter as Markdown, as the site shows it: nbdev directives applied, text outputs of `executed` kept"
+    nb = read_nbdev(source)
+    outs = nbformat.reads(executed, as_version=4).cells if executed else None
+    parts = []
+    for i, cell in enumerate(nb.cells):
+        tags = set(cell.metadata.get("tags", []))
+        if "remove-cell" in tags:
+            continue
+        if cell.cell_type != "code":
+            parts.append(cell.source)
+            continue
+        if "remove-input" not in tags and cell.source.strip():
+            parts.append(f"```python\n{cell.source}\n```")
+        if outs is not None and i < len(outs) and "remove-output" not in tags:
+            for out in outs[i].get("outputs", []):
+                text = _text(out)
+                if text is None:
+                    continue
+                if "text/markdown" in out.get("data", {}):
+                    parts.append(text)
+                elif text.strip():
+                    parts.append(f"```\n{text.rstrip()}\n```")
+    return "\n\n".join(p.strip("\n") for p in parts if p.strip()) + "\n"
+
+
+def write_nbdev_pages(outdir: str | Path, srcdir: str | Path, executed_dir: str | Path | None = None,
+                      titles: dict[str, str] | None = None) -> list[Path]:
+    "Write nbdev's page names for every chapter in `srcdir/nbs` into `outdir/nbs`; returns the files written"
+    outdir, srcdir = Path(outdir), Path(srcdir)
+    written = []
+    for nb in sorted((srcdir / "nbs").glob("*.ipynb")):
+        page = outdir / "nbs" / f"{nb.stem}.html"
+        alias = outdir / "nbs" / nbdev_page(nb.name)
+        if not page.exists() or alias == page:
+            continue
+        title = (titles or {}).get(f"nbs/{nb.stem}", nb.stem)
+        alias.write_text(_REDIRECT.format(target=page.name, title=title.replace("<", "&lt;")))
+        ex = Path(executed_dir) / "nbs" / nb.name if executed_dir else None
+        md = notebook_markdown(nb.read_text(), ex.read_text() if ex and ex.exists() else None)
+        alias.with_name(alias.name + ".md").write_text(md)
+        written += [alias, alias.with_name(alias.name + ".md")]
+    llms = srcdir / "nbs" / "llms.txt"  # nbdev's index of the modules, for language models
+    if llms.exists() and (outdir / "nbs").is_dir():
+        shutil.copy2(llms, outdir / "nbs" / "llms.txt")
+        written.append(outdir / "nbs" / "llms.txt")
+    index = outdir / "nbs" / "index.html"
+    if (outdir / "nbs").is_dir() and not index.exists():  # the folder nbdev's doc_baseurl points at
+        index.write_text(_REDIRECT.format(target="../index.html", title="txbook"))
+        written.append(index)
+    return written
+
+
+def _dedupe_scripts(app, pagename, templatename, context, doctree):
+    "Each script once per page: sphinx-thebe registers its inline `const THEBE_JS_URL` twice (a SyntaxError)"
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    seen, keep = set(), []
+    for js in scripts:
+        name = getattr(js, "filename", js) or ""  # an inline script's filename is None or ''
+        key = (str(name), tuple(sorted((k, str(v)) for k, v in getattr(js, "attributes", {}).items())))
+        if key not in seen:
+            seen.add(key)
+            keep.append(js)
+    scripts[:] = keep
+
+
+def _builder_inited(app):
+    if app.builder.format == "html":
+        mathjax_dist()  # fail at the start of the build, not after every chapter has run
+
+
+def _build_finished(app, exc):
+    if app.builder.format == "html":  # also after a --keep-going build with errors, so its pages can be inspected
+        copy_mathjax(app.outdir)
+        titles = {d: t.astext() for d, t in app.env.titles.items()}
+        write_nbdev_pages(app.outdir, app.srcdir, Path(app.outdir).parent / "jupyter_execute", titles)
+
+
 def setup(app):
-    "A Sphinx extension so `_config.yml` can load this module; the reader is named in `nb_custom_formats`"
-    return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}
+    "The Sphinx extension: MathJax shipped with the site, nbdev's page names; the reader is in `nb_custom_formats`"
+    app.connect("builder-inited", _builder_inited)
+    app.connect("build-finished", _build_finished)
+    app.connect("html-page-context", _dedupe_scripts, priority=100)  # early: the event stops at a result
+    return {"version": "0.2", "parallel_read_safe": True, "parallel_write_safe": True}
