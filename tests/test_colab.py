@@ -143,7 +143,9 @@ def test_chapter_runs_in_colab(colab, path):
     client = NotebookClient(nb, km=km, timeout=CELL_TIMEOUT, resources={"metadata": {"path": str(work)}})
     t0, c0 = time.time(), time.process_time()
     try: client.execute(env=env)
-    finally: write(nb, work / f"{path.stem}.executed.ipynb", version=NO_CONVERT)
+    finally:
+        write(nb, work / f"{path.stem}.executed.ipynb", version=NO_CONVERT)
+        if km.has_kernel: km.shutdown_kernel(now=True)   # nbclient leaves a kernel it did not start
     print(f"{path.name}: {time.time() - t0:.0f}s wall in the simulated Colab runtime")
     probe = json.loads("".join(o.get("text", "") for o in nb.cells[-1].outputs if o.get("name") == "stdout"))
     assert probe["colab"], "google.colab was not imported in the kernel"
