@@ -125,3 +125,13 @@ def test_readme_lists_every_chapter():
     url = "https://colab.research.google.com/github/txbook/txbook/blob/main/nbs/"
     missing = [p.name for p in NBS if f"{url}{p.name})" not in readme or f"nbs/{p.stem}.html)" not in readme]
     assert not missing, f"README.md's chapter table lacks {missing}"
+
+
+@pytest.mark.parametrize("path", [p for p in NBS if p.stem != "00_core"], ids=lambda p: p.name)
+def test_chapters_with_full_sizes_ask_colab_for_a_gpu(path):
+    "A chapter that sizes experiments with sized(quick, full) has a full size for a GPU: Colab must offer one"
+    nb = json.loads(path.read_text())
+    code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    if "sized(" not in code: pytest.skip("no full-size experiment")
+    assert nb["metadata"].get("accelerator") == "GPU", "set the notebook's metadata accelerator: GPU"
+    assert nb["metadata"].get("colab", {}).get("gpuType"), "set metadata colab.gpuType (e.g. T4)"
