@@ -3,6 +3,8 @@
 
 usage: python bench/bench_vit.py --dataset {mnist,fashion-mnist,cifar10} [--epochs E] [--train-limit N]
                                  [--batch-size B] [--lr LR] [--device DEV] [--threads T] [--cifar-path P] [--json OUT]
+                                 [--accum-steps K] [--compile]
+       torchrun --nproc_per_node=G bench/bench_vit.py --dataset ...      (data-parallel on G GPUs or processes)
 
 Goals (full configurations below, one GPU): MNIST >= 99.5 %, Fashion-MNIST >= 93 %, CIFAR-10 >= 90 %.
 MNIST and Fashion-MNIST are read from ../shared/data (or downloaded with a SHA-256 check); CIFAR-10 needs
@@ -14,12 +16,15 @@ which then counts in the wall time).
 The CIFAR-10 configuration uses only the book's crop + flip augmentation; the ViT-Lite-7/4 result of Hassani et
 al. (2021) used stronger augmentation (AutoAugment, Mixup, CutMix), so expect it to fall short of the 90 % goal.
 A quick smoke test on a CPU: --epochs 1 --train-limit 2000.
+Under torchrun, txbook.train.fit trains data-parallel (DistributedDataParallel): --batch-size is the global batch,
+split over the processes, so the run is the same recipe as on one device; the images/s reported are global (all
+processes together), only rank 0 prints and writes --json.
 """
 import argparse, json, sys, time
 import torch
-from txbook.core import default_device, seed_everything
+from txbook.core import seed_everything
 from txbook.data import TensorLoader, augment, load_cifar10, load_mnist
-from txbook.train import evaluate, fit
+from txbook.train import evaluate, fit, rank_world, setup_distributed
 from txbook.vit import vit_lite_patch4_32, vit_small_patch4_28
 
 # dataset -> model preset, epochs, batch size, peak lr, weight decay, warmup fraction, label smoothing, augmentation
@@ -57,12 +62,16 @@ def main():
     ap.add_argument('--seed', type=int, default=0)
     ap.add_argument('--eval-each-epoch', action='store_true', help='evaluate on the test set after every epoch (timed)')
     ap.add_argument('--json', default=None, help='also write the results to this JSON file')
+    ap.add_argument('--accum-steps', type=int, default=1, help='loader batches per optimiser step')
+    ap.add_argument('--compile', action='store_true', help='torch.compile the model')
     a = ap.parse_args()
     cfg = dict(CONFIGS[a.dataset])
     for k in ('epochs', 'batch_size', 'lr'):
         if getattr(a, k) is not None: cfg[k] = getattr(a, k)
     if a.threads: torch.set_num_threads(a.threads)
-    device = torch.device(a.device) if a.device else default_device()
+    device = setup_distributed(a.device)       # under torchrun: join the process group, this rank's GPU
+    rank, world = rank_world()
+    say = print if rank == 0 else (lambda *args, **kw: None)   # one process reports
 
     (xtr, ytr), (xte, yte) = load(a.dataset, a.cifar_path)
     if a.train_limit is not None:
@@ -76,34 +85,44 @@ def main():
                             drop_last=True, transform=lambda xb, g: augment(xb, g, padding=pad, flip=flip))
     test_dl = TensorLoader(prep(xte), yte.to(device), batch_size=1000)
 
+    def sync():
+        "Wait for the GPU and for the other processes, so that the clock measures the whole step"
+        if device.type == 'cuda': torch.cuda.synchronize()
+        if world > 1: torch.distributed.barrier()
+
     seed_everything(a.seed)
     model = cfg.pop('model')(n_classes=10, in_chans=xtr.shape[1])
     n_params = sum(p.numel() for p in model.parameters())
     epochs = cfg.pop('epochs')
-    print(f"{a.dataset}: {len(xtr)} train / {len(xte)} test images, {n_params / 1e6:.2f} M parameters, "
-          f"device {device}, {epochs} epochs, torch {torch.__version__}", flush=True)
-    if device.type == 'cuda': torch.cuda.synchronize()
+    say(f"{a.dataset}: {len(xtr)} train / {len(xte)} test images, {n_params / 1e6:.2f} M parameters, "
+        f"device {device}, {world} process(es), {epochs} epochs, torch {torch.__version__}", flush=True)
+    sync()
     t0 = time.perf_counter()
     hist = fit(model, train_dl, test_dl if a.eval_each_epoch else None, epochs=epochs, device=device,
-               progress=sys.stdout.isatty(), **cfg)  # no progress bar in a log file
-    if device.type == 'cuda': torch.cuda.synchronize()
+               progress=sys.stdout.isatty(), accum_steps=a.accum_steps, compile=a.compile,
+               **cfg)  # no progress bar in a log file
+    sync()
     wall = time.perf_counter() - t0
     t1 = time.perf_counter()
     acc = evaluate(model, test_dl, device=device)['accuracy']   # the test set, once, after the last epoch
+    sync()
     eval_s = time.perf_counter() - t1
-    n_seen = epochs * len(train_dl) * train_dl.batch_size
+    n_seen = epochs * len(train_dl) * train_dl.batch_size   # global: every process sees its share of these
     res = dict(dataset=a.dataset, device=str(device), gpu=torch.cuda.get_device_name() if device.type == 'cuda' else None,
+               world_size=world, global_batch_size=train_dl.batch_size, accum_steps=a.accum_steps, compile=a.compile,
                epochs=epochs, train_images=len(xtr), params=n_params, test_accuracy=acc, wall_s=wall,
                eval_each_epoch=a.eval_each_epoch, train_images_per_s=n_seen / wall,
                test_images_per_s=len(xte) / eval_s, goal=GOALS[a.dataset])
     what = 'training + per-epoch evaluation' if a.eval_each_epoch else 'training'
-    print(f"RESULT {a.dataset}: test accuracy {acc:.4f}, wall time {wall:.1f} s ({what}), "
-          f"{n_seen / wall:.0f} training images/s, {len(xte) / eval_s:.0f} test images/s on {res['gpu'] or device}")
+    on = f"{world} x {res['gpu'] or device.type}" if world > 1 else (res['gpu'] or device)
+    say(f"RESULT {a.dataset}: test accuracy {acc:.4f}, wall time {wall:.1f} s ({what}), "
+        f"{n_seen / wall:.0f} training images/s, {len(xte) / eval_s:.0f} test images/s on {on}")
     full = a.train_limit is None and epochs == CONFIGS[a.dataset]['epochs']
-    print(f"goal {GOALS[a.dataset]:.1%}: " + (('met' if acc >= GOALS[a.dataset] else 'NOT met') if full
-                                             else 'not applicable (not the full configuration)'))
-    if a.json:
+    say(f"goal {GOALS[a.dataset]:.1%}: " + (('met' if acc >= GOALS[a.dataset] else 'NOT met') if full
+                                           else 'not applicable (not the full configuration)'))
+    if a.json and rank == 0:
         with open(a.json, 'w') as f: json.dump(res | {'history': hist}, f)
+    if world > 1: torch.distributed.destroy_process_group()
 
 
 if __name__ == '__main__':

@@ -1,0 +1,220 @@
+"""Data-parallel training with `txbook.train.fit` (issue 13).
+
+The same tiny classifier is trained
+  (a) in one process with global batches of 2b,
+  (b) under `torchrun --nproc_per_node=2` (gloo, CPU, 127.0.0.1) with b rows per rank,
+  (c) in one process with batches of b and `accum_steps=2`;
+(b) and (c) must give the weights of (a) within 1e-5, and the two ranks of (b) must be identical bit for bit.
+The data make the last batch of an epoch uneven (5 rows: 3 + 2 on two ranks), so the loss weights matter.
+Under torchrun a run with dropout (a different random stream on each rank) is also interrupted, saved and
+resumed, and must end bit for bit where the uninterrupted run ends, on every rank.
+
+This file is also the script the torchrun workers run (see `_worker` at the bottom).
+"""
+import json, os, socket, subprocess, sys, time
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from safetensors.torch import load_file, save_file
+
+from txbook.core import seed_everything
+from txbook.data import TensorLoader
+from txbook.train import fit, rank_world, shard, warmup_cosine
+
+B = 4                  # rows per rank (b); the global batch is 2b
+N_SAMPLES = 45         # 5 global batches of 8 and a last one of 5
+EPOCHS, LR, WARMUP = 2, 1e-2, 2
+
+
+def data():
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(N_SAMPLES, 6, generator=g), torch.randint(0, 3, (N_SAMPLES,), generator=g)
+
+
+def make_net(dropout: float = 0.0) -> nn.Module:
+    seed_everything(0)
+    return nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.Dropout(dropout), nn.Linear(16, 3))
+
+
+def tiny_run(*, batch_size: int, accum_steps: int = 1, dropout: float = 0.0, checkpoint=None,
+             max_steps=None, verbose: bool = False):
+    "Train the tiny classifier with `fit`; returns the model and its history"
+    net = make_net(dropout)
+    if dropout:   # a different dropout stream on each rank, so that each rank's saved RNG state matters
+        torch.manual_seed(100 + int(os.environ.get('RANK', '0')))
+    x, y = data()
+    dl = TensorLoader(x, y, batch_size=batch_size, shuffle=True, seed=2)
+    valid = TensorLoader(x[:13], y[:13], batch_size=5)      # last batch of 3: shards of 2 and 1
+    hist = fit(net, dl, valid, epochs=EPOCHS, lr=LR, warmup=WARMUP, label_smoothing=0.1, device='cpu',
+               accum_steps=accum_steps, checkpoint=checkpoint, max_steps=max_steps, progress=False,
+               verbose=verbose)
+    return net, hist
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+# ------------------------------------------------------------------------------------- one process
+
+@pytest.fixture(scope='module')
+def single():
+    "(a): one process, global batches of 2b"
+    return tiny_run(batch_size=2 * B)
+
+
+def test_shard_partitions_a_batch():
+    for n in range(1, 12):
+        for world in range(1, 5):
+            x, y = torch.arange(n * 2).view(n, 2), torch.arange(n)
+            parts = [shard((x, y), r, world) for r in range(world)]
+            assert torch.equal(torch.cat([p[0] for p in parts]), x)      # in order, nothing lost or repeated
+            assert torch.equal(torch.cat([p[1] for p in parts]), y)
+            sizes = [len(p[1]) for p in parts]
+            assert max(sizes) - min(sizes) <= 1 and sizes == sorted(sizes, reverse=True)
+
+
+def test_plain_fit_is_the_plain_loop():
+    "One process, no accumulation: fit is bit for bit a textbook loop (the pre-DDP behaviour)"
+    net, hist = tiny_run(batch_size=2 * B, dropout=0.3)
+    ref = make_net(0.3)
+    torch.manual_seed(100)                                   # as tiny_run does on rank 0
+    x, y = data()
+    dl = TensorLoader(x, y, batch_size=2 * B, shuffle=True, seed=2)
+    opt = torch.optim.AdamW([{'params': [p for p in ref.parameters() if p.ndim >= 2], 'weight_decay': 0.05},
+                             {'params': [p for p in ref.parameters() if p.ndim < 2], 'weight_decay': 0.0}],
+                            lr=LR)
+    total = EPOCHS * len(dl)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: warmup_cosine(t, total=total, warmup=WARMUP))
+    losses = []
+    for epoch in range(EPOCHS):
+        dl.set_epoch(epoch)
+        for xb, yb in dl:
+            loss = F.cross_entropy(ref(xb), yb, label_smoothing=0.1)
+            opt.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            losses.append(loss.item())
+        # fit evaluates here, in eval mode: no dropout, so no random numbers are drawn
+    for (k, a), b in zip(net.state_dict().items(), ref.state_dict().values()):
+        assert torch.equal(a, b), k
+    assert hist['loss'] == losses
+
+
+def test_accumulation_equals_bigger_batch(single):
+    "(c): batches of b with accum_steps=2 give the update of batches of 2b"
+    big, h_big = single
+    acc, h_acc = tiny_run(batch_size=B, accum_steps=2)
+    assert len(h_acc['loss']) == len(h_big['loss']) == EPOCHS * 6
+    assert h_acc['lr'] == h_big['lr']
+    for (k, a), b in zip(big.state_dict().items(), acc.state_dict().values()):
+        torch.testing.assert_close(b, a, atol=1e-5, rtol=0, msg=k)
+    torch.testing.assert_close(h_acc['loss'], h_big['loss'], atol=1e-5, rtol=0)
+    # the same samples without the weights n_j / N (a mean of the micro-batch means) is a different update
+    wrong, _ = tiny_run(batch_size=B, accum_steps=1)
+    assert not all(torch.allclose(a, b, atol=1e-5) for a, b in zip(big.parameters(), wrong.parameters()))
+
+
+def test_accum_steps_validated():
+    with pytest.raises(ValueError, match='accum_steps'):
+        tiny_run(batch_size=B, accum_steps=0)
+
+
+def test_compile_skipped_without_compiler(monkeypatch, capsys):
+    "Where inductor finds no C++ compiler, compile=True says so and trains eagerly (same weights)"
+    inductor_config = pytest.importorskip('torch._inductor.config')
+    eager, _ = tiny_run(batch_size=2 * B)
+    monkeypatch.setattr(inductor_config.cpp, 'cxx', ('txbook-no-such-compiler',))
+    net = make_net()
+    x, y = data()
+    fit(net, TensorLoader(x, y, batch_size=2 * B, shuffle=True, seed=2), epochs=EPOCHS, lr=LR, warmup=WARMUP,
+        label_smoothing=0.1, device='cpu', progress=False, verbose=False, compile=True)
+    assert 'compile=True skipped: no C++ compiler found' in capsys.readouterr().out
+    for a, b in zip(eager.state_dict().values(), net.state_dict().values()):
+        assert torch.equal(a, b)
+
+
+# ------------------------------------------------------------------------------------- torchrun
+
+@pytest.fixture(scope='module')
+def two_procs(tmp_path_factory):
+    "Run this file under torchrun with 2 CPU processes; returns the output folder and rank 0's stdout"
+    out = tmp_path_factory.mktemp('ddp')
+    cmd = [sys.executable, '-m', 'torch.distributed.run', '--nnodes=1', '--nproc_per_node=2',
+           '--master_addr=127.0.0.1', f'--master_port={free_port()}', __file__, str(out)]
+    t0 = time.time()
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=out,
+                         env=os.environ | {'OMP_NUM_THREADS': '1'})
+    assert run.returncode == 0, f"torchrun failed:\n{run.stdout}\n{run.stderr[-6000:]}"
+    print(f"torchrun, 2 processes: {time.time() - t0:.1f} s")
+    return out, run.stdout
+
+
+def test_two_processes_equal_one(single, two_procs):
+    "(b) equals (a) within 1e-5; the ranks are identical bit for bit; metrics are those of the whole batch"
+    out, stdout = two_procs
+    net, hist = single
+    w = [load_file(out / f'rank{r}.safetensors') for r in range(2)]
+    h = [json.loads((out / f'rank{r}.json').read_text()) for r in range(2)]
+    for k, v in net.state_dict().items():
+        assert torch.equal(w[0][f'b.{k}'], w[1][f'b.{k}']), k
+        torch.testing.assert_close(w[0][f'b.{k}'], v, atol=1e-5, rtol=0, msg=k)
+    assert h[0]['b'] == h[1]['b']                            # all-reduced: the same on every rank
+    assert h[0]['b']['lr'] == hist['lr']                      # the same schedule
+    for key in ('loss', 'acc', 'train_loss', 'valid_loss', 'valid_acc'):
+        torch.testing.assert_close(h[0]['b'][key], hist[key], atol=1e-5, rtol=0, msg=key)
+    # only rank 0 prints: one line per epoch, once
+    assert [l.split(':')[0] for l in stdout.splitlines() if l.startswith('epoch')] == ['epoch 1/2', 'epoch 2/2']
+
+
+def test_resume_under_torchrun(two_procs):
+    "Interrupted after 7 of 12 steps, saved by rank 0, resumed by both ranks: the weights of the full run"
+    out, _ = two_procs
+    ck = [k for k in load_file(out / 'ck.safetensors') if k.startswith('rng.')]
+    assert 'rng.torch' in ck and 'rng.rank1.torch' in ck      # every rank's random state is saved
+    for r in range(2):
+        w = load_file(out / f'rank{r}.safetensors')
+        h = json.loads((out / f'rank{r}.json').read_text())
+        assert h['part_steps'] == 7
+        for k in (k for k in w if k.startswith('full.')):
+            assert torch.equal(w[k], w['resumed.' + k[5:]]), (r, k)
+        assert h['resumed']['loss'] == h['full']['loss']
+    w0, w1 = (load_file(out / f'rank{r}.safetensors') for r in range(2))
+    assert all(torch.equal(w0[k], w1[k]) for k in w0 if k.startswith('full.'))
+
+
+def test_batch_smaller_than_world(two_procs):
+    out, _ = two_procs
+    for r in range(2):
+        assert 'cannot be split over 2 processes' in json.loads((out / f'rank{r}.json').read_text())['error']
+
+
+def _worker(out: Path):
+    "What each torchrun process runs: (b), the interrupted and resumed dropout runs, a too-small batch"
+    rank = int(os.environ['RANK'])
+    tensors, res = {}, {}
+    net, res['b'] = tiny_run(batch_size=2 * B, verbose=True)
+    tensors |= {f'b.{k}': v for k, v in net.state_dict().items()}
+    full, res['full'] = tiny_run(batch_size=2 * B, dropout=0.3)
+    _, part = tiny_run(batch_size=2 * B, dropout=0.3, checkpoint=out / 'ck.safetensors', max_steps=7)
+    res['part_steps'] = len(part['loss'])
+    resumed, res['resumed'] = tiny_run(batch_size=2 * B, dropout=0.3, checkpoint=out / 'ck.safetensors')
+    tensors |= {f'full.{k}': v for k, v in full.state_dict().items()}
+    tensors |= {f'resumed.{k}': v for k, v in resumed.state_dict().items()}
+    try: tiny_run(batch_size=1)                                # a global batch of 1 row for 2 ranks
+    except ValueError as e: res['error'] = str(e)
+    assert rank_world() == (rank, 2)
+    save_file(tensors, out / f'rank{rank}.safetensors')
+    (out / f'rank{rank}.json').write_text(json.dumps(res))
+    torch.distributed.destroy_process_group()
+
+
+if __name__ == '__main__':
+    _worker(Path(sys.argv[1]))
