@@ -3,7 +3,7 @@ import json
 
 import nbformat
 import pytest
-from conftest import NBS
+from conftest import NBS, ROOT
 from txbook_book import directive_tags, parse_directives, read_nbdev
 
 
@@ -149,3 +149,17 @@ def test_machine_paths():
     assert machine_paths("see https://example.com/tmp/x, a/b/c, 1/2, ../shared/data") == []
     assert machine_paths("cached in ~/.cache/txbook", extra=("/srv/ci/txbook",)) == []
     assert machine_paths("built in /srv/ci/txbook/nbs", extra=("/srv/ci/txbook",)) == ["/srv/ci/txbook"]
+
+
+def test_anchor_names_match_nbdev_symbol_index():
+    "The ids the extension gives exported cells are the anchors of every symbol in txbook/_modidx.py"
+    from txbook_book import defined_names, doc_anchor
+    ns = {}
+    exec((ROOT / "txbook" / "_modidx.py").read_text(), ns)
+    indexed = {loc for syms in ns["d"]["syms"].values() for loc, _ in syms.values()}  # 'attention.html#attention'
+    ours = set()
+    for path in NBS:
+        page = nbdev_page(path.name)
+        for c in read_nbdev(path.read_text()).cells:
+            ours |= {f"{page}#{doc_anchor(n)}" for n in c.metadata.get("txbook_defines", [])}
+    assert indexed and not indexed - ours, sorted(indexed - ours)[:10]

@@ -24,14 +24,17 @@ import shutil
 from pathlib import Path
 
 import nbformat
+from docutils import nodes
 
-__all__ = ["parse_directives", "directive_tags", "read_nbdev", "mathjax_dist", "copy_mathjax", "nbdev_page",
+__all__ = ["parse_directives", "directive_tags", "read_nbdev", "defined_names", "doc_anchor", "mathjax_dist", "copy_mathjax", "nbdev_page",
            "notebook_markdown", "write_nbdev_pages", "setup"]
 
 # `#| name`, `#| name: value` or `#| name value` (nbdev 3 accepts all three), only at the top of a cell
 _re_directive = re.compile(r"^\s*#\s*\|\s*([\w-]+)\s*:?\s*(.*?)\s*$")
 # a cell whose code is nothing but `show_doc(...)` calls
 _re_show_doc = re.compile(r"^\s*show_doc\(.*\)\s*$")
+# the name documented by one `show_doc(...)` call
+_re_show_doc_name = re.compile(r"^\s*show_doc\(\s*([\w.]+)")
 
 _FALSE = {"false", "0", "no", "off"}
 
@@ -91,6 +94,10 @@ def read_nbdev(text: str) -> nbformat.NotebookNode:
         meta_dirs = cell.metadata.get("nbdev", {})  # nbdev 3 may keep directives in metadata
         dirs.update({k: str(v) for k, v in meta_dirs.items()})
         new = directive_tags(dirs, body)
+        if "remove-input" in new and not dirs:  # a show_doc cell: the names it documents, for their anchors
+            cell.metadata["txbook_show_doc"] = [m.group(1) for l in body.splitlines() if (m := _re_show_doc_name.match(l))]
+        if {"export", "exports", "exporti"} & set(dirs):  # the names nbdev's symbol index finds in this cell
+            cell.metadata["txbook_defines"] = defined_names(body)
         if not dirs and not new:
             continue  # plain code: left exactly as written
         cell.metadata["tags"] = sorted(set(cell.metadata.get("tags", [])) | new)
@@ -227,6 +234,46 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree):
     scripts[:] = keep
 
 
+def defined_names(code: str) -> list[str]:
+    "What nbdev's `_modidx.py` indexes in an exported cell: its functions and classes, and each class's methods"
+    import ast
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    try:
+        from nbdev.doclinks import patch_name  # `@patch def f(self: C)` is indexed as `C.f`
+    except ImportError:
+        patch_name = lambda o: o.name  # noqa: E731
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    names = []
+    for node in tree.body:
+        if isinstance(node, defs):
+            n = patch_name(node)
+            names += [n] if isinstance(n, str) else list(n)
+        if isinstance(node, ast.ClassDef):
+            names += [f"{node.name}.{m.name}" for m in node.body if isinstance(m, defs)]
+    return names
+
+
+def doc_anchor(name: str) -> str:
+    "The anchor nbdev's `_modidx.py` links a documented name to (`MultiHeadAttention.forward` → `multiheadattention.forward`)"
+    return name.lower()
+
+
+def _add_doc_anchors(app, doctree):
+    """Give cells the ids nbdev's symbol index links to (`attention.html#attention_weights`): a name's show_doc
+    cell, else the exported cell that defines it; a section of the same name (the chapter `attention`) keeps its id"""
+    cells = [n for n in doctree.findall(nodes.container) if n.get("nb_element") == "cell_code"]
+    for key in ("txbook_show_doc", "txbook_defines"):
+        for node in cells:
+            for name in (node.get("cell_metadata") or {}).get(key, []):
+                anchor = doc_anchor(name)
+                if anchor not in doctree.ids:
+                    node["ids"].append(anchor)
+                    doctree.ids[anchor] = node
+
+
 def _builder_inited(app):
     if app.builder.format == "html":
         mathjax_dist()  # fail at the start of the build, not after every chapter has run
@@ -243,5 +290,6 @@ def setup(app):
     "The Sphinx extension: MathJax shipped with the site, nbdev's page names; the reader is in `nb_custom_formats`"
     app.connect("builder-inited", _builder_inited)
     app.connect("build-finished", _build_finished)
-    app.connect("html-page-context", _dedupe_scripts, priority=100)  # early: the event stops at a result
+    app.connect("html-page-context", _dedupe_scripts, priority=100)
+    app.connect("doctree-read", _add_doc_anchors)  # early: the event stops at a result
     return {"version": "0.2", "parallel_read_safe": True, "parallel_write_safe": True}
