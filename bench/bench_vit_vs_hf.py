@@ -1,0 +1,125 @@
+#!/usr/bin/env python
+"""txbook's ViT against Hugging Face's `ViTForImageClassification`: train-step and inference time, same weights.
+
+Both models hold the same weights (`ViT.from_hf`), get the same batch, and are timed in one process, interleaved
+(ours, theirs, ours, theirs, ... with the order alternating every round), so that a busy machine slows both alike.
+The script prints the median time of each and the ratio txbook / Hugging Face (below 1 = txbook is faster).
+A train step is forward + cross-entropy + backward + AdamW step; inference is a forward in eval mode under
+`torch.inference_mode()`. Before timing it checks that both give the same logits.
+
+Default configuration (issue 8): image 32, patch 4, D 192, depth 6, 3 heads, MLP 768, batch 64, 2 CPU threads.
+
+usage: python bench/bench_vit_vs_hf.py [--rounds 15] [--threads 2] [--batch 64] [--profile]
+"""
+import argparse, statistics, time
+
+import torch
+import torch.nn.functional as F
+from transformers import ViTConfig, ViTForImageClassification
+from transformers.utils import logging as hf_logging
+
+from txbook.vit import ViT
+
+
+def make_models(args):
+    torch.manual_seed(0)
+    cfg = ViTConfig(image_size=args.img, patch_size=args.patch, num_channels=3, hidden_size=args.dim,
+                    num_hidden_layers=args.depth, num_attention_heads=args.heads, intermediate_size=4 * args.dim,
+                    num_labels=10, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    hf = ViTForImageClassification(cfg).to(args.device)
+    ours = ViT.from_hf(hf).to(args.device)
+    return ours, hf
+
+
+def logits_of(model, x):
+    out = model(x)
+    return out if isinstance(out, torch.Tensor) else out.logits
+
+
+def make_step(model, x, y):
+    "A closure running one training step (forward, loss, backward, AdamW) of `model`"
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    def step():
+        loss = F.cross_entropy(logits_of(model, x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return step
+
+
+def make_infer(model, x):
+    def infer():
+        with torch.inference_mode(): logits_of(model, x)
+    return infer
+
+
+def timed(fn, device):
+    if device.startswith('cuda'): torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    if device.startswith('cuda'): torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+def interleaved(fa, fb, rounds, device, warmup=3):
+    "Median seconds of `fa` and of `fb`, run alternately (the order flips every round)"
+    for _ in range(warmup): fa(); fb()
+    ta, tb = [], []
+    for r in range(rounds):
+        if r % 2: tb.append(timed(fb, device)); ta.append(timed(fa, device))
+        else: ta.append(timed(fa, device)); tb.append(timed(fb, device))
+    return statistics.median(ta), statistics.median(tb)
+
+
+def profile(name, fn, n=5):
+    from torch.profiler import profile as prof, ProfilerActivity
+    for _ in range(2): fn()
+    with prof(activities=[ProfilerActivity.CPU]) as p:
+        for _ in range(n): fn()
+    print(f"\n=== profile: {name} ({n} calls) ===")
+    print(p.key_averages().table(sort_by='self_cpu_time_total', row_limit=18))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--rounds', type=int, default=15, help='timed runs of each model (after 3 warm-up runs)')
+    ap.add_argument('--threads', type=int, default=2)
+    ap.add_argument('--batch', type=int, default=64)
+    ap.add_argument('--img', type=int, default=32)
+    ap.add_argument('--patch', type=int, default=4)
+    ap.add_argument('--dim', type=int, default=192)
+    ap.add_argument('--depth', type=int, default=6)
+    ap.add_argument('--heads', type=int, default=3)
+    ap.add_argument('--device', default='cpu')
+    ap.add_argument('--profile', action='store_true', help='also print a torch.profiler table of each')
+    args = ap.parse_args()
+    hf_logging.set_verbosity_error()
+    torch.set_num_threads(args.threads)
+    ours, hf = make_models(args)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(args.batch, 3, args.img, args.img, generator=g).to(args.device)
+    y = torch.randint(0, 10, (args.batch,), generator=g).to(args.device)
+    ours.eval(); hf.eval()
+    with torch.no_grad(): diff = (logits_of(ours, x) - logits_of(hf, x)).abs().max().item()
+    assert diff < 1e-4, f"the two models disagree: max |logit difference| {diff:.1e}"
+
+    rows = []
+    ti_ours, ti_hf = interleaved(make_infer(ours, x), make_infer(hf, x), args.rounds, args.device)
+    ours.train(); hf.train()
+    ts_ours, ts_hf = interleaved(make_step(ours, x, y), make_step(hf, x, y), args.rounds, args.device)
+    rows = [('train step (fwd+bwd+AdamW)', ts_ours, ts_hf), ('inference (eval, no grad)', ti_ours, ti_hf)]
+    print(f"ViT image {args.img}, patch {args.patch}, D {args.dim}, depth {args.depth}, {args.heads} heads, "
+          f"batch {args.batch}, {args.threads} thread(s), {args.device}; median of {args.rounds} interleaved runs; "
+          f"torch {torch.__version__}")
+    print(f"| {'':28s} | txbook (ms) | Hugging Face (ms) | ratio |")
+    print(f"|{'-' * 30}|-------------|-------------------|-------|")
+    for name, a, b in rows: print(f"| {name:28s} | {a * 1e3:11.1f} | {b * 1e3:17.1f} | {a / b:5.2f} |")
+    if args.profile:
+        ours.eval(); hf.eval()
+        profile('txbook inference', make_infer(ours, x)); profile('Hugging Face inference', make_infer(hf, x))
+        ours.train(); hf.train()
+        profile('txbook train step', make_step(ours, x, y)); profile('Hugging Face train step', make_step(hf, x, y))
+
+
+if __name__ == '__main__':
+    main()
