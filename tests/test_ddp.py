@@ -149,9 +149,10 @@ def two_procs(tmp_path_factory):
     out = tmp_path_factory.mktemp('ddp')
     cmd = [sys.executable, '-m', 'torch.distributed.run', '--nnodes=1', '--nproc_per_node=2',
            '--master_addr=127.0.0.1', f'--master_port={free_port()}', __file__, str(out)]
+    env = os.environ | {'OMP_NUM_THREADS': '1'}
+    if sys.platform == 'linux': env['GLOO_SOCKET_IFNAME'] = 'lo'    # gloo's traffic on the loopback too
     t0 = time.time()
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=out,
-                         env=os.environ | {'OMP_NUM_THREADS': '1'})
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=out, env=env)
     assert run.returncode == 0, f"torchrun failed:\n{run.stdout}\n{run.stderr[-6000:]}"
     print(f"torchrun, 2 processes: {time.time() - t0:.1f} s")
     return out, run.stdout
