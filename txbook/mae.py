@@ -96,16 +96,10 @@ class MAE(nn.Module):
     def encode_visible(self, x:Tensor, ids_keep:Tensor) -> Tensor:  # (B, C, H, W), (B, N_vis)
         "The encoder on the CLS token and the visible patches only: (B, n_prefix + N_vis, D)"
         k = self.encoder.n_prefix
-        def keep_visible(module, args):                  # runs just before the encoder's blocks
-            t = args[0]                                  # (B, T, D) patches + positions (+ CLS)
-            idx = ids_keep[..., None].expand(-1, -1, t.shape[-1])
-            return (torch.cat([t[:, :k], t[:, k:].gather(1, idx)], dim=1),) + args[1:]
-        hook = self.encoder.encoder.register_forward_pre_hook(keep_visible)
-        try: latent = self.encoder.forward_features(x)
-        finally: hook.remove()
-        if latent.shape[1] != k + ids_keep.shape[1]:     # the hook must have run
-            raise RuntimeError(f"expected {k + ids_keep.shape[1]} tokens, got {latent.shape[1]}")
-        return latent
+        t = self.encoder.embed(x)                        # (B, T, D) patches + positions (+ CLS)
+        idx = ids_keep[..., None].expand(-1, -1, t.shape[-1])
+        t = torch.cat([t[:, :k], t[:, k:].gather(1, idx)], dim=1)   # (B, k + N_vis, D)
+        return self.encoder.encoder(t)                   # blocks + final LayerNorm
 
     def decode(self, latent:Tensor, ids_restore:Tensor) -> Tensor:  # (B, k + N_vis, D), (B, N)
         "Mask tokens in, patch order restored, positions added, decoder blocks: (B, N, C·P·P)"
