@@ -29,10 +29,10 @@ import pytest
 import txbook
 from conftest import NBS, ROOT
 
-# What a Colab runtime preinstalls that the chapters use (Colab has many more; none of txbook's own
-# dependencies einops, safetensors (via transformers only), fastcore, fastprogress are listed on purpose).
-COLAB_PREINSTALLED = ["numpy", "matplotlib", "ipywidgets", "ipykernel", "scikit-learn", "transformers",
-                      "tqdm", "pandas", "pillow", "requests"]
+# What a Colab runtime preinstalls that the chapters use, besides torch. Colab has many more (pandas,
+# tqdm, ...: no chapter imports them; add any a chapter starts to need). txbook's own dependencies einops,
+# fastcore, fastprogress (and safetensors, here only through transformers) are left out on purpose.
+COLAB_PREINSTALLED = ["numpy", "matplotlib", "ipywidgets", "ipykernel", "scikit-learn", "transformers"]
 TORCH = os.environ.get("TORCH", "torch==2.13.0")
 sys.path.insert(0, str(ROOT / "tools"))
 from fetch_data import FILES as DATASETS   # the datasets the chapters read: name -> (file, urls, sha256)
@@ -53,6 +53,26 @@ def _freeze(py):
     return {l.split("==")[0].lower() for l in _run(py, "-m", "pip", "freeze", "--all").split() if "==" in l}
 
 
+def fresh_venv(path, tmp_path_factory):
+    """A new venv at `path` holding torch (`$TORCH`) and nothing else but pip; returns its python.
+
+    Installing torch takes minutes, so one torch-only venv per test session is shared, read-only, through
+    a .pth file: pip and Python see torch and its dependencies as installed in the new venv, and anything
+    installed later goes into the new venv's own site-packages, which comes first on sys.path."""
+    base = tmp_path_factory.getbasetemp() / "torch-only-venv"
+    if not (base / "ok").exists():
+        shutil.rmtree(base, ignore_errors=True)
+        _run(sys.executable, "-m", "venv", base)
+        _run(base / "bin" / "python", "-m", "pip", "install", "-q", TORCH)
+        (base / "ok").touch()
+    _run(sys.executable, "-m", "venv", path)
+    py = Path(path) / "bin" / "python"
+    _run(py, "-m", "pip", "install", "-q", "--upgrade", "pip")
+    site = lambda p: Path(_run(p, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip())
+    (site(py) / "_torch_only_venv.pth").write_text(f"{site(base / 'bin' / 'python')}\n")
+    return py
+
+
 @pytest.fixture(scope="module")
 def colab(tmp_path_factory):
     "A Colab-like runtime: wheel folder, fresh venv, google.colab stub, startup import, kernelspec, HOME"
@@ -63,10 +83,7 @@ def colab(tmp_path_factory):
     whl = list(wheels.glob("txbook-*.whl"))
     assert [w.name.split("-")[1] for w in whl] == [txbook.__version__], whl
     venv = base / "venv"
-    _run(sys.executable, "-m", "venv", venv)
-    py = venv / "bin" / "python"
-    _run(py, "-m", "pip", "install", "-q", "--upgrade", "pip")
-    _run(py, "-m", "pip", "install", "-q", TORCH)
+    py = fresh_venv(venv, tmp_path_factory)
     _run(py, "-m", "pip", "install", "-q", *COLAB_PREINSTALLED)
     baseline = _freeze(py)
     assert not baseline & {"txbook", "nbdev", "einops", "fastcore", "fastprogress"}, baseline
@@ -141,7 +158,7 @@ def test_chapter_runs_in_colab(colab, path):
     specs = KernelSpecManager(kernel_dirs=[str(colab["kernels"])])
     km = KernelManager(kernel_name="colab", kernel_spec_manager=specs)
     client = NotebookClient(nb, km=km, timeout=CELL_TIMEOUT, resources={"metadata": {"path": str(work)}})
-    t0, c0 = time.time(), time.process_time()
+    t0 = time.time()
     try: client.execute(env=env)
     finally:
         write(nb, work / f"{path.stem}.executed.ipynb", version=NO_CONVERT)

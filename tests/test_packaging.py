@@ -11,8 +11,7 @@ from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
 import check_version
-
-TORCH = __import__("os").environ.get("TORCH", "torch==2.13.0")
+from test_colab import fresh_venv   # a new venv with torch only (one torch install per test session)
 # What fastprogress 1.1 pulled in (python-fasthtml and its server stack): none may come with txbook
 WEB_STACK = {"python-fasthtml", "fasthtml", "starlette", "uvicorn", "websockets", "httptools", "uvloop",
              "watchfiles", "fastlite", "apswutils", "itsdangerous", "python-multipart", "oauthlib", "httpx",
@@ -78,12 +77,10 @@ def test_sdist_holds_the_package_only(dist):
     assert {n[1] for n in names if len(n) == 2 and n[0] == "txbook" and n[1]} == mods
 
 
-def test_wheel_installs_in_a_clean_venv_without_a_web_stack(dist, tmp_path):
+def test_wheel_installs_in_a_clean_venv_without_a_web_stack(dist, tmp_path, tmp_path_factory):
     "A fresh venv (torch first, as Colab or the Makefile has it), then the wheel with its dependencies"
     venv = tmp_path / "venv"
-    _run(sys.executable, "-m", "venv", venv)
-    py = venv / "bin" / "python"
-    _run(py, "-m", "pip", "install", "-q", TORCH)
+    py = fresh_venv(venv, tmp_path_factory)
     _run(py, "-m", "pip", "install", "-q", dist["whl"])
     installed = {l.split("==")[0].lower() for l in _run(py, "-m", "pip", "freeze", "--all").split()}
     assert "txbook" in installed
