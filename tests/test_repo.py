@@ -135,3 +135,10 @@ def test_chapters_with_full_sizes_ask_colab_for_a_gpu(path):
     if "sized(" not in code: pytest.skip("no full-size experiment")
     assert nb["metadata"].get("accelerator") == "GPU", "set the notebook's metadata accelerator: GPU"
     assert nb["metadata"].get("colab", {}).get("gpuType"), "set metadata colab.gpuType (e.g. T4)"
+
+
+def test_landing_page_lists_every_chapter():
+    "book/intro.md's chapter table links each notebook"
+    intro = (ROOT / "book" / "intro.md").read_text()
+    missing = [p.name for p in NBS if f"<../nbs/{p.stem}>`" not in intro]
+    assert not missing, f"book/intro.md's chapter table lacks {missing}"
