@@ -15,6 +15,7 @@ from .blocks import Encoder
 from .position import sincos_2d_encoding
 from .vit import ViT, patchify
 from .poslabels import APLHead
+from .core import default_device
 from .train import make_optimizer, warmup_cosine
 
 # %% auto #0
@@ -153,10 +154,10 @@ def pretrain(model:MAE, dl,                 # an `MAE` and batches (x, ...) whos
              weight_decay:float=0.05,
              warmup:float=0.1,              # warmup steps, or a fraction of `steps` if < 1
              seed:int=0,                    # seeds the mask generator
-             device=None,                   # default: where the model is
+             device=None,                   # default: `default_device()`
             ) -> dict[str, list[float]]:    # per step: 'loss', 'recon', 'position'
     "Self-supervised pre-training of an `MAE` with AdamW, warmup and cosine decay"
-    device = device or next(model.parameters()).device
+    device = torch.device(device) if device is not None else default_device()
     model.to(device).train()
     opt = make_optimizer(model, lr=lr, weight_decay=weight_decay)
     n_warm = round(warmup * steps) if warmup < 1 else int(warmup)
