@@ -6,7 +6,7 @@ batches, steps and model for every row; test accuracy with the heads dropped. Pr
 (mean ± std over seeds, every seed's value) and a verdict per row against its baseline: a difference counts
 if it exceeds twice the larger of the two standard deviations.
 
-    python bench/bench_poslabels.py                       # CPU: 10,000 images, 3 epochs, 3 seeds (~5 CPU-min)
+    python bench/bench_poslabels.py                       # CPU: 10,000 images, 3 epochs, 3 seeds (~4 CPU-min)
     python bench/bench_poslabels.py --n-train 60000 --epochs 30 --patch 4 --d-model 192 --depth 6 --heads 6
 """
 from __future__ import annotations
