@@ -7,6 +7,7 @@ every other host unreachable (so the check also proves the site works offline), 
 - equations are typeset: every `.math` element holds MathJax's output (`mjx-container`), and no raw
   `\\(`, `\\[` or `\\begin{` is left in the text outside code;
 - every image loads (`naturalWidth > 0`);
+- no code block scrolls sideways in a 1440 px wide window (lines of at most 100 characters fit);
 - a chapter's "open in Colab" links point at that chapter's notebook in the repository (a tracked file);
 - the console shows no error, no exception is thrown, no request fails, and nothing is requested from
   any host but 127.0.0.1;
@@ -30,6 +31,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 SCREENSHOTS = ["nbs/01_attention.html", "nbs/02_mhsa.html"]  # two chapters with displayed equations
 PAGE_TIMEOUT = 90  # seconds for one page to load and typeset (the 2-core CI machine may be busy)
+WIDTH, HEIGHT = 1440, 900  # a laptop screen: both sidebars shown, code cells hold 100 characters (txbook.css)
 
 
 # ---------------------------------------------------------------------------------------------- set-up
@@ -83,7 +85,7 @@ class Browser:
                 "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
                 "--no-default-browser-check", "--disable-background-networking", "--disable-component-update",
                 "--disable-sync", "--disable-extensions", "--disable-default-apps", "--disable-quic",
-                "--metrics-recording-only", "--mute-audio", "--hide-scrollbars", "--window-size=1280,900",
+                "--metrics-recording-only", "--mute-audio", "--hide-scrollbars", f"--window-size={WIDTH},{HEIGHT}",
                 # offline: no host but 127.0.0.1 resolves, whatever a page asks for
                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", "--no-proxy-server",
                 "about:blank"]
@@ -145,7 +147,7 @@ class Browser:
             self.send(f"{domain}.enable")
         self.send("Network.setCacheDisabled", {"cacheDisabled": True})
         self.send("Emulation.setDeviceMetricsOverride",
-                  {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+                  {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False})
 
     def goto(self, url: str, timeout: float = PAGE_TIMEOUT) -> str:
         "Load `url`, follow a redirect page (meta refresh or script), wait for the load event; returns the final URL"
@@ -213,7 +215,13 @@ INSPECT = r"""
     let at = text.indexOf(pat);
     if (at >= 0) raw.push(text.slice(Math.max(0, at - 30), at + 50).replace(/\s+/g, ' '));
   }
+  // code (not outputs) that does not fit its column and scrolls sideways: its longest line
+  const wide = [...document.querySelectorAll('article div.highlight pre')]
+    .filter(p => !p.closest('.cell_output') && p.scrollWidth > p.clientWidth + 1)
+    .map(p => p.textContent.split('\n').reduce((a, b) => b.length > a.length ? b : a, ''))
+    .map(l => `${l.length} chars: ${l.trim().slice(0, 50)}`);
   return {
+    wide: wide,
     mathjax: mathjax,
     math: mathEls.length,
     untypeset: mathEls.filter(e => !e.querySelector('mjx-container')).map(e => e.textContent.slice(0, 60)),
@@ -337,6 +345,8 @@ def main(site: Path) -> int:
                       f"{page}: all {info['math']} equations typeset ({info['mjx']} MathJax outputs; "
                       f"not typeset: {info['untypeset'][:3]})")
                 check(not info["raw"], f"{page}: no raw TeX in the text: {info['raw']}")
+            check(not info["wide"], f"{page}: no code block scrolls sideways at {WIDTH} px "
+                                    f"({len(info['wide'])} do: {info['wide'][:3]})")
             check(not info["broken"], f"{page}: every image loads ({len(info['broken'])} of {info['images']} "
                                       f"broken: {info['broken'][:5]})")
             if page.startswith("nbs/"):

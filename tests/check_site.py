@@ -105,10 +105,18 @@ def png_is_empty(path: Path) -> bool:
     return max(n for n, _ in colors) >= 0.999 * im.width * im.height
 
 
+def shown_images(site: Path) -> list[Path]:
+    "The images in `_images/` that some page shows (a rebuild leaves old, unused ones behind)"
+    names = set()
+    for page in site.rglob("*.html"):
+        names |= set(re.findall(r'<img[^>]+src="[^"]*_images/([^"/?#]+)"', page.read_text(errors="replace")))
+    return sorted(site / "_images" / n for n in names)
+
+
 def empty_figures(site: Path) -> list[str]:
-    "Images of the built site (`_images/`) that show nothing"
+    "Images shown on the built site that show nothing"
     bad = []
-    for f in sorted((site / "_images").glob("*")):
+    for f in shown_images(site):
         try:
             empty = svg_is_empty(f.read_text()) if f.suffix == ".svg" else png_is_empty(f) if f.suffix == ".png" \
                 else False
@@ -203,10 +211,11 @@ def main(site: Path) -> int:
     check(not leaks, f"no absolute machine path in outputs or pages ({len(leaks)}: {leaks[:8]})")
 
     # no empty figure
-    images = sorted((site / "_images").glob("*"))
+    images = shown_images(site)
     empty = empty_figures(site)
     where = pages_using(site, empty)
-    check(bool(images), "the site has figures in _images/")
+    check(bool(images) and all(f.is_file() for f in images),
+          f"the site shows figures, all in _images/ ({[f.name for f in images if not f.is_file()][:3]} missing)")
     check(not empty, f"no empty figure ({len(empty)} of {len(images)}: "
                      + "; ".join(f"{n} on {where[n] or '?'}" for n in empty[:5]) + ")")
 
