@@ -1,7 +1,10 @@
 """KV-cache speed-up of `txbook.heads.GPT.generate`: cached vs recomputing the whole prefix at every step.
 
 Greedy decoding from a one-token prompt, random weights, nanoGPT's shakespeare-char size by default
-(6 layers, 6 heads, width 384, context 256). Both paths must give the same tokens; the script checks it.
+(6 layers, 6 heads, width 384, context 256). The cached path is `GPT.forward(idx, caches=...)`, the same block
+forward with one `txbook.mhsa.KVCache` per block; past the context window both paths recompute the window of
+the last `block_size` tokens at every step. Both paths must give the same tokens; the script checks it
+(also with `--tokens` larger than the context).
 
 usage: python bench/bench_kvcache.py [--threads 1] [--tokens 255] [--device cpu]
 """
@@ -34,7 +37,8 @@ def main():
     assert torch.equal(a, b), "the cached path produced different tokens"
     params = sum(p.numel() for p in m.parameters()) / 1e6
     print(f"{params:.1f}M params, {n} tokens on {args.device} ({args.threads} thread(s)): "
-          f"recompute {t_full:.2f} s, KV cache {t_cache:.2f} s, speed-up {t_full / t_cache:.1f}x (same tokens)")
+          f"recompute {t_full:.2f} s, KV cache {t_cache:.2f} s, "
+          f"speed-up {t_full / t_cache:.1f}x (same tokens)")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ Both models hold the same weights (`ViT.from_hf`), get the same batch, and are t
 (ours, theirs, ours, theirs, ... with the order alternating every round), so that a busy machine slows both alike.
 The script prints the median time of each and the ratio txbook / Hugging Face (below 1 = txbook is faster).
 A train step is forward + cross-entropy + backward + AdamW step; inference is a forward in eval mode under
-`torch.inference_mode()`. Before timing it checks that both give the same logits.
+`torch.inference_mode()`. Before timing it checks that both give the same logits. It reports the median
+wall-clock time and the median process CPU time (all threads); on a machine shared with other work the CPU
+time is the steadier of the two.
 
 Default configuration (issue 8): image 32, patch 4, D 192, depth 6, 3 heads, MLP 768, batch 64, 2 CPU threads.
 
@@ -54,21 +56,23 @@ def make_infer(model, x):
 
 
 def timed(fn, device):
+    "Wall-clock and process CPU seconds of one call"
     if device.startswith('cuda'): torch.cuda.synchronize()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     fn()
     if device.startswith('cuda'): torch.cuda.synchronize()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def interleaved(fa, fb, rounds, device, warmup=3):
-    "Median seconds of `fa` and of `fb`, run alternately (the order flips every round)"
+    "Median (wall, CPU) seconds of `fa` and of `fb`, run alternately (the order flips every round)"
     for _ in range(warmup): fa(); fb()
     ta, tb = [], []
     for r in range(rounds):
         if r % 2: tb.append(timed(fb, device)); ta.append(timed(fa, device))
         else: ta.append(timed(fa, device)); tb.append(timed(fb, device))
-    return statistics.median(ta), statistics.median(tb)
+    med = lambda ts, i: statistics.median(t[i] for t in ts)
+    return (med(ta, 0), med(ta, 1)), (med(tb, 0), med(tb, 1))
 
 
 def profile(name, fn, n=5):
@@ -111,9 +115,12 @@ def main():
     print(f"ViT image {args.img}, patch {args.patch}, D {args.dim}, depth {args.depth}, {args.heads} heads, "
           f"batch {args.batch}, {args.threads} thread(s), {args.device}; median of {args.rounds} interleaved runs; "
           f"torch {torch.__version__}")
-    print(f"| {'':28s} | txbook (ms) | Hugging Face (ms) | ratio |")
-    print(f"|{'-' * 30}|-------------|-------------------|-------|")
-    for name, a, b in rows: print(f"| {name:28s} | {a * 1e3:11.1f} | {b * 1e3:17.1f} | {a / b:5.2f} |")
+    print("wall = median wall-clock time; CPU = median process CPU time (less sensitive to other load)")
+    print(f"| {'':28s} | txbook wall (ms) | HF wall (ms) | ratio | txbook CPU (ms) | HF CPU (ms) | ratio |")
+    print(f"|{'-' * 30}|------------------|--------------|-------|-----------------|-------------|-------|")
+    for name, (a, ac), (b, bc) in rows:
+        print(f"| {name:28s} | {a * 1e3:16.1f} | {b * 1e3:12.1f} | {a / b:5.2f} "
+              f"| {ac * 1e3:15.1f} | {bc * 1e3:11.1f} | {ac / bc:5.2f} |")
     if args.profile:
         ours.eval(); hf.eval()
         profile('txbook inference', make_infer(ours, x)); profile('Hugging Face inference', make_infer(hf, x))
