@@ -27,7 +27,7 @@ def _act(name):
 class MLP(nn.Module):
     "Two linear layers with a non-linearity between, applied to every token with the same weights"
     def __init__(self, d_model:int,          # D, input and output width
-                 d_mlp:int,                  # M, hidden width (usually 4D)
+                 d_mlp:int,                  # D_mlp, hidden width (usually 4D)
                  *,
                  activation:Activation='gelu', # 'gelu', 'gelu_tanh' (GPT-2's "gelu_new"), 'relu'
                  dropout:float=0.0,          # after the activation and on the output (as timm)
@@ -95,7 +95,7 @@ class TransformerBlock(nn.Module):
     def __init__(self, d_model:int,                # D
                  n_heads:int,                      # H
                  *,
-                 d_mlp:int|None=None,              # M, MLP hidden width (default 4D)
+                 d_mlp:int|None=None,              # D_mlp, MLP hidden width (default 4D)
                  dropout:float=0.0,                # on attention weights and each residual branch
                  norm_first:bool=True,             # pre-norm (True) or post-norm (Vaswani et al.)
                  activation:Activation='gelu',
@@ -183,7 +183,7 @@ class DecoderBlock(nn.Module):
     def __init__(self, d_model:int,                # D
                  n_heads:int,                      # H, for both attentions
                  *,
-                 d_mlp:int|None=None,              # M, MLP hidden width (default 4D)
+                 d_mlp:int|None=None,              # D_mlp, MLP hidden width (default 4D)
                  dropout:float=0.0,                # on attention weights and each residual branch
                  norm_first:bool=True,             # pre-norm (True) or post-norm (Vaswani et al.)
                  activation:Activation='gelu',
