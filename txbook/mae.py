@@ -1,5 +1,4 @@
-"""A masked autoencoder built on the book's ViT, its reconstructions, and the position-labels paper's MAE + APL:
-the decoder's patches go back through the encoder, which must say where they belong.
+"""A masked autoencoder built on the book's ViT, its reconstructions, and the position-labels paper's MAE + APL: the decoder's patches go back through the encoder, which must say where they belong.
 
 Docs: https://txbook.github.io/txbook/nbs/mae.html.md"""
 
