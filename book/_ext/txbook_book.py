@@ -288,6 +288,8 @@ def _build_finished(app, exc):
 
 def setup(app):
     "The Sphinx extension: MathJax shipped with the site, nbdev's page names; the reader is in `nb_custom_formats`"
+    from txbook_bibstyle import register as register_bibstyle  # `:style: txbook_author_year` (H6)
+    register_bibstyle()
     app.connect("builder-inited", _builder_inited)
     app.connect("build-finished", _build_finished)
     app.connect("html-page-context", _dedupe_scripts, priority=100)
