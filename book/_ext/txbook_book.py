@@ -286,12 +286,28 @@ def _build_finished(app, exc):
         write_nbdev_pages(app.outdir, app.srcdir, Path(app.outdir).parent / "jupyter_execute", titles)
 
 
+def _write_root_index(app, exc):
+    "The site root's index.html: a redirect to the landing page that also names the favicon"
+    # sphinx-external-toc writes a bare redirect here when none exists; a browser that loads it asks for
+    # /favicon.ico (a 404 in the console), so ours comes first and says where the icon is.
+    if app.builder.format != "html" or exc is not None:
+        return
+    landing = f"{app.config.root_doc}.html"
+    icon = Path(app.config.html_favicon or "").name
+    link = f'<link rel="icon" href="_static/{icon}"/>\n' if icon else ""
+    (Path(app.outdir) / "index.html").write_text(
+        '<!DOCTYPE html>\n<meta charset="utf-8"/>\n'
+        f'<meta http-equiv="Refresh" content="0; url={landing}" />\n'
+        f'{link}<title>Redirecting to {landing}</title>\n', encoding="utf-8")
+
+
 def setup(app):
     "The Sphinx extension: MathJax shipped with the site, nbdev's page names; the reader is in `nb_custom_formats`"
     from txbook_bibstyle import register as register_bibstyle  # `:style: txbook_author_year` (H6)
     register_bibstyle()
     app.connect("builder-inited", _builder_inited)
     app.connect("build-finished", _build_finished)
+    app.connect("build-finished", _write_root_index, priority=400)  # before sphinx-external-toc's (500)
     app.connect("html-page-context", _dedupe_scripts, priority=100)
     app.connect("doctree-read", _add_doc_anchors)  # early: the event stops at a result
     return {"version": "0.2", "parallel_read_safe": True, "parallel_write_safe": True}
