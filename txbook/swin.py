@@ -14,7 +14,7 @@ from einops import rearrange
 from .mhsa import MultiHeadAttention
 from .blocks import MLP, Activation
 from .position import RelativePositionBias
-from .vit import PatchEmbedding
+from .vit import PatchEmbedding, patch_grid
 
 # %% auto #0
 __all__ = ['window_partition', 'window_reverse', 'shift_regions', 'shifted_window_mask', 'WindowAttention', 'DropPath',
@@ -288,16 +288,8 @@ class Swin(nn.Module):
 
     def check_input(self, x:Tensor) -> tuple[int, int]:
         "Validate an image batch; returns its patch grid (H/P, W/P)"
-        if x.ndim != 4:
-            raise ValueError(f"expected images (B, C, H, W), got shape {tuple(x.shape)}")
-        B, C, H, W = x.shape
-        if C != self.in_chans:
-            raise ValueError(f"expected {self.in_chans} channels, got {C} "
-                             f"(input shape {tuple(x.shape)})")
-        P = self.patch_size
-        if H % P or W % P:
-            raise ValueError(f"image size {H}x{W} is not divisible by patch size {P}")
-        grid = (H // P, W // P)
+        grid = patch_grid(x, self.in_chans, self.patch_size)
+        H, W = x.shape[-2:]
         if self.pos_emb is not None and grid != self.grid:
             raise ValueError(f"image size {H}x{W} gives a {grid[0]}x{grid[1]} patch grid, but the "
                              f"absolute position table is for {self.grid[0]}x{self.grid[1]}")

@@ -17,8 +17,9 @@ from .blocks import Encoder, Activation
 from .position import LearnedPositionEmbedding, sincos_2d_encoding
 
 # %% auto #0
-__all__ = ['Pool', 'PosKind', 'patchify', 'unpatchify', 'PatchEmbedding', 'ViT', 'resample_pos_emb', 'attention_rollout',
-           'vit_hf_options', 'vit_hf_state_dict', 'vit_tiny_patch7_28', 'vit_small_patch4_28', 'vit_lite_patch4_32']
+__all__ = ['Pool', 'PosKind', 'patchify', 'unpatchify', 'PatchEmbedding', 'patch_grid', 'ViT', 'resample_pos_emb',
+           'attention_rollout', 'vit_hf_options', 'vit_hf_state_dict', 'vit_tiny_patch7_28', 'vit_small_patch4_28',
+           'vit_lite_patch4_32']
 
 # %% ../nbs/06_vit.ipynb #b8e692ff
 def patchify(x:Tensor,        # (B, C, H, W) images
@@ -58,6 +59,20 @@ Pool = Literal['cls', 'mean']
 PosKind = Literal['learned', 'sincos', 'none']
 
 def _pair(s): return (s, s) if isinstance(s, int) else tuple(s)
+
+def patch_grid(x:Tensor,      # (B, C, H, W) images
+               in_chans:int,  # C the model expects
+               patch_size:int, # P, must divide H and W
+              ) -> tuple[int, int]: # (H/P, W/P)
+    "Validate an image batch for a patch model; returns its patch grid (ViT and Swin share it)"
+    if x.ndim != 4:
+        raise ValueError(f"expected images (B, C, H, W), got shape {tuple(x.shape)}")
+    B, C, H, W = x.shape
+    if C != in_chans:
+        raise ValueError(f"expected {in_chans} channels, got {C} (input shape {tuple(x.shape)})")
+    if H % patch_size or W % patch_size:
+        raise ValueError(f"image size {H}x{W} is not divisible by patch size {patch_size}")
+    return H // patch_size, W // patch_size
 
 class ViT(nn.Module):
     "Vision Transformer: patch embedding, CLS token, positions, pre-norm encoder, linear head"
@@ -104,16 +119,8 @@ class ViT(nn.Module):
 
     def check_input(self, x:Tensor) -> tuple[int, int]:
         "Validate an image batch; returns its patch grid (H/P, W/P)"
-        if x.ndim != 4:
-            raise ValueError(f"expected images (B, C, H, W), got shape {tuple(x.shape)}")
-        B, C, H, W = x.shape
-        if C != self.in_chans:
-            raise ValueError(f"expected {self.in_chans} channels, got {C} "
-                             f"(input shape {tuple(x.shape)})")
-        P = self.patch_size
-        if H % P or W % P:
-            raise ValueError(f"image size {H}x{W} is not divisible by patch size {P}")
-        grid = (H // P, W // P)
+        grid = patch_grid(x, self.in_chans, self.patch_size)
+        H, W = x.shape[-2:]
         if self.pos == 'learned' and grid != self.grid:
             raise ValueError(f"image size {H}x{W} gives a {grid[0]}x{grid[1]} patch grid, but the "
                              f"learned position table is for {self.img_size[0]}x{self.img_size[1]} "
