@@ -188,24 +188,24 @@ def load_cifar10(split:Literal['train','test']='train', # 50,000 training or 10,
     return torch.from_numpy(np.concatenate(xs)), torch.from_numpy(np.concatenate(ys))
 
 # %% ../nbs/00b_data.ipynb #7aef0c5f
-def random_crop(x:Tensor,        # (B, C, H, W) images
+def random_crop(x:Tensor,        # (B, C, I_h, I_w) images
                 padding:int=4,   # pixels of zero padding on each side
                 *, generator:torch.Generator|None=None,
-               ) -> Tensor:      # (B, C, H, W), each image shifted by up to `padding` pixels
-    "Zero-pad every side by `padding`, then cut each image's H×W window at its own random offset"
+               ) -> Tensor:      # (B, C, I_h, I_w), each image shifted by up to `padding` pixels
+    "Zero-pad each side by `padding`, then cut each image's I_h×I_w window at a random offset"
     if x.ndim != 4:
-        raise ValueError(f"random_crop expects (B, C, H, W), got shape {tuple(x.shape)}")
+        raise ValueError(f"random_crop expects (B, C, I_h, I_w), got shape {tuple(x.shape)}")
     if padding < 0: raise ValueError(f"padding must be >= 0, got {padding}")
-    B, C, H, W = x.shape
-    xp = F.pad(x, (padding,) * 4)                                     # (B, C, H+2p, W+2p)
+    B, C, Ih, Iw = x.shape
+    xp = F.pad(x, (padding,) * 4)                                     # (B, C, I_h+2p, I_w+2p)
     i = torch.randint(0, 2 * padding + 1, (B, 1), generator=generator).to(x.device)  # top offsets
     j = torch.randint(0, 2 * padding + 1, (B, 1), generator=generator).to(x.device)  # left offsets
     ar = lambda n: torch.arange(n, device=x.device)
-    rows, cols = i + ar(H), j + ar(W)                                     # (B, H), (B, W)
+    rows, cols = i + ar(Ih), j + ar(Iw)                                   # (B, I_h), (B, I_w)
     b_idx, c_idx = ar(B)[:, None, None, None], ar(C)[None, :, None, None]  # (B,1,1,1), (1,C,1,1)
-    return xp[b_idx, c_idx, rows[:, None, :, None], cols[:, None, None, :]]  # (B, C, H, W)
+    return xp[b_idx, c_idx, rows[:, None, :, None], cols[:, None, None, :]]  # (B, C, I_h, I_w)
 
-def random_hflip(x:Tensor,     # (B, C, H, W) images
+def random_hflip(x:Tensor,     # (B, C, I_h, I_w) images
                  p:float=0.5,  # probability of flipping each image
                  *, generator:torch.Generator|None=None,
                 ) -> Tensor:
@@ -213,11 +213,11 @@ def random_hflip(x:Tensor,     # (B, C, H, W) images
     flip = torch.rand(x.shape[0], generator=generator) < p
     return torch.where(flip.view(-1, *[1] * (x.ndim - 1)).to(x.device), x.flip(-1), x)
 
-def augment(x:Tensor,                              # (B, C, H, W) images
+def augment(x:Tensor,                              # (B, C, I_h, I_w) images
             generator:torch.Generator|None=None,   # randomness (TensorLoader passes one per batch)
             *, padding:int=4,                      # random-crop padding in pixels (0: no shift)
             flip:bool=True,                        # also flip left-right with p = 1/2 (not digits)
-           ) -> Tensor:                            # (B, C, H, W)
+           ) -> Tensor:                            # (B, C, I_h, I_w)
     "The standard small-image augmentation: random crop with padding, then a random horizontal flip"
     x = random_crop(x, padding, generator=generator)
     return random_hflip(x, generator=generator) if flip else x
