@@ -155,8 +155,8 @@ def setup_distributed(device=None,        # default: `default_device()`
 
 def shard(batch:tuple[Tensor, ...],   # a global batch: tensors with the same first dimension B
           rank:int,                   # r, this process's index, from 0
-          world_size:int,             # W, the number of processes
-         ) -> tuple[Tensor, ...]:     # rank r's rows: ⌊B/W⌋ or ⌊B/W⌋ + 1 of them
+          world_size:int,             # R, the number of processes
+         ) -> tuple[Tensor, ...]:     # rank r's rows: ⌊B/R⌋ or ⌊B/R⌋ + 1 of them
     "Rank `rank`'s contiguous slice of a global batch cut into `world_size` near-equal parts"
     return tuple(t.tensor_split(world_size)[rank] for t in batch)
 
@@ -206,7 +206,7 @@ def _step_grads(net:nn.Module,           # the model as trained: plain, DDP-wrap
                 loss_fn:Callable, device:torch.device, rank:int, world:int,
                ) -> tuple[float, float]:  # loss and accuracy of the whole global batch
     "Accumulate in `.grad` the gradient of the mean loss over all micro-batches and all ranks"
-    n_global = sum(len(yb) for _, yb in group)            # N: rows in the step's whole batch
+    n_global = sum(len(yb) for _, yb in group)            # B: rows in the step's whole batch
     loss_sum, acc_sum = 0.0, 0.0
     for j, (xb, yb) in enumerate(group):
         if len(yb) < world:
@@ -214,13 +214,13 @@ def _step_grads(net:nn.Module,           # the model as trained: plain, DDP-wrap
                              f"use drop_last=True or another batch size")
         if world > 1: xb, yb = shard((xb, yb), rank, world)
         xb, yb = xb.to(device), yb.to(device)
-        w = len(yb) / n_global                            # n_r / N: this shard's share of the batch
+        w = len(yb) / n_global                            # n_r / B: this shard's share of the batch
         # DDP all-reduces in the backward pass; only the last micro-batch's backward needs it
         last = j == len(group) - 1
         with ddp.no_sync() if ddp is not None and not last else contextlib.nullcontext():
             with autocast(device): logits = net(xb)
             loss = loss_fn(logits, yb)
-            # DDP averages over ranks: W n_r / N makes it the batch mean (skipped when it is 1)
+            # DDP averages over ranks: R n_r / B makes it the batch mean (skipped when it is 1)
             scale = w * world
             (loss if scale == 1 else loss * scale).backward()
         loss_sum += w * loss.item(); acc_sum += w * accuracy(logits, yb)
