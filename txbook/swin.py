@@ -21,22 +21,22 @@ __all__ = ['window_partition', 'window_reverse', 'shift_regions', 'shifted_windo
            'SwinBlock', 'PatchMerging', 'Swin']
 
 # %% ../nbs/08_swin.ipynb #23b7c9bb
-def window_partition(x:Tensor,    # (B, H, W, D) feature map, H and W multiples of `window`
-                     window:int,  # M, the window side
-                    ) -> Tensor:  # (B·nW, M², D): windows and their tokens in row-major order
-    "Cut a feature map into non-overlapping M×M windows, each a sequence of M² tokens"
+def window_partition(x:Tensor,    # (B, h, w, D) feature map, h and w multiples of `window`
+                     window:int,  # G, the window side
+                    ) -> Tensor:  # (B·nW, G², D): windows and their tokens in row-major order
+    "Cut a feature map into non-overlapping G×G windows, each a sequence of G² tokens"
     if x.ndim != 4:
-        raise ValueError(f"expected a feature map (B, H, W, D), got shape {tuple(x.shape)}")
-    B, H, W, D = x.shape
-    if H % window or W % window:
-        raise ValueError(f"feature map {H}x{W} is not divisible by window {window}")
+        raise ValueError(f"expected a feature map (B, h, w, D), got shape {tuple(x.shape)}")
+    B, h, w, D = x.shape
+    if h % window or w % window:
+        raise ValueError(f"feature map {h}x{w} is not divisible by window {window}")
     return rearrange(x, 'b (nh m1) (nw m2) d -> (b nh nw) (m1 m2) d', m1=window, m2=window)
 
-def window_reverse(windows:Tensor, # (B·nW, M², D) from `window_partition`
-                   window:int,     # M
-                   H:int,          # grid height
-                   W:int,          # grid width
-                  ) -> Tensor:     # (B, H, W, D)
+def window_reverse(windows:Tensor, # (B·nW, G², D) from `window_partition`
+                   window:int,     # G
+                   H:int,          # h, rows of the token grid
+                   W:int,          # w, columns of the token grid
+                  ) -> Tensor:     # (B, h, w, D)
     "Put windows back in their places: the inverse of `window_partition`"
     if H % window or W % window:
         raise ValueError(f"feature map {H}x{W} is not divisible by window {window}")
@@ -49,21 +49,21 @@ def window_reverse(windows:Tensor, # (B·nW, M², D) from `window_partition`
                      nh=H // window, nw=W // window, m1=window)
 
 # %% ../nbs/08_swin.ipynb #12033c50
-def shift_regions(H:int, W:int,  # grid size
-                  window:int,    # M
-                  shift:int,     # S, the roll is by -S
-                 ) -> Tensor:    # (H, W) long, region labels 0..8
-    "Region labels of a grid rolled by -S: 3·(row band) + (column band), bands split at L-M, L-S"
+def shift_regions(H:int, W:int,  # h, w: the token grid
+                  window:int,    # G
+                  shift:int,     # s, the roll is by -s
+                 ) -> Tensor:    # (h, w) long, region labels 0..8
+    "Region labels of a grid rolled by -s: 3·(row band) + (column band), bands split at a-G, a-s"
     rows = torch.arange(H)
     cols = torch.arange(W)
-    band_r = (rows >= H - window).long() + (rows >= H - shift).long()    # (H,) 0, 1 or 2
-    band_c = (cols >= W - window).long() + (cols >= W - shift).long()    # (W,)
+    band_r = (rows >= H - window).long() + (rows >= H - shift).long()    # (h,) 0, 1 or 2
+    band_c = (cols >= W - window).long() + (cols >= W - shift).long()    # (w,)
     return band_r[:, None] * 3 + band_c[None, :]
 
-def shifted_window_mask(H:int, W:int, # grid size, multiples of `window`
-                        window:int,   # M
-                        shift:int,  # S: the grid is rolled by -S along H and W before partitioning
-                       ) -> Tensor:   # (nW, M², M²) bool, True = may attend
+def shifted_window_mask(H:int, W:int, # h, w: the token grid, multiples of `window`
+                        window:int,   # G
+                        shift:int,    # s: the grid is rolled by -s along both axes, then cut
+                       ) -> Tensor:   # (nW, G², G²) bool, True = may attend
     "Which tokens of each window may attend to which after the cyclic shift: the same region's"
     if not 0 <= shift < window:
         raise ValueError(f"shift {shift} must be in 0..{window - 1} (window {window})")
@@ -71,19 +71,19 @@ def shifted_window_mask(H:int, W:int, # grid size, multiples of `window`
         raise ValueError(f"feature map {H}x{W} is not divisible by window {window}")
     nW, N = (H // window) * (W // window), window * window
     if shift == 0: return torch.ones(nW, N, N, dtype=torch.bool)
-    labels = shift_regions(H, W, window, shift)                          # (H, W)
-    lw = window_partition(labels[None, :, :, None], window)[..., 0]  # (nW, M²) labels per window
-    return lw[:, :, None] == lw[:, None, :]                              # (nW, M², M²)
+    labels = shift_regions(H, W, window, shift)                          # (h, w)
+    lw = window_partition(labels[None, :, :, None], window)[..., 0]  # (nW, G²) labels per window
+    return lw[:, :, None] == lw[:, None, :]                              # (nW, G², G²)
 
 # %% ../nbs/08_swin.ipynb #76857ebc
 class WindowAttention(nn.Module):
     "Multi-head self-attention inside each window, plus a learned bias per head and relative offset"
     def __init__(self, d_model:int,  # D
                  n_heads:int,        # H
-                 window:int,         # M, a window holds M² tokens
+                 window:int,         # G, a window holds G² tokens
                  *,
                  qkv_bias:bool=True,      # bias of the query/key/value projection (not of `to_out`)
-                 rel_pos:bool=True,       # the relative position bias B of eq. 4; False: no bias
+                 rel_pos:bool=True,       # the relative position bias Ψ of eq. 4; False: none
                  attn_dropout:float=0.0,  # dropout on the attention weights (training only)
                 ):
         super().__init__()
@@ -93,18 +93,18 @@ class WindowAttention(nn.Module):
         rel = RelativePositionBias((window, window), n_heads) if rel_pos else None   # chapter 4
         self.rel_bias = rel
 
-    def bias(self, mask:Tensor|None=None, # (nW, M², M²) bool, True = may attend
-            ) -> Tensor|None:  # (H, M², M²) or (nW, H, M², M²) float, added to the logits
-        "The float bias of eq. (eq-swin-attention): relative position bias B, -inf where masked"
-        b = None if self.rel_bias is None else self.rel_bias()                 # (H, M², M²)
+    def bias(self, mask:Tensor|None=None, # (nW, G², G²) bool, True = may attend
+            ) -> Tensor|None:  # (H, G², G²) or (nW, H, G², G²) float, added to the logits
+        "The float bias of eq. (eq-swin-attention): relative position bias Ψ, -inf where masked"
+        b = None if self.rel_bias is None else self.rel_bias()                 # (H, G², G²)
         if mask is None: return b
         blocked = torch.zeros(mask.shape, device=mask.device).masked_fill(~mask, float('-inf'))
-        blocked = blocked[:, None]                                              # (nW, 1, M², M²)
+        blocked = blocked[:, None]                                              # (nW, 1, G², G²)
         return blocked if b is None else blocked + b
 
-    def forward(self, x:Tensor,              # (B·nW, M², D) windows from `window_partition`
-                mask:Tensor|None=None,       # (nW, M², M²) bool, True = may attend
-               ) -> Tensor:                  # (B·nW, M², D)
+    def forward(self, x:Tensor,              # (B·nW, G², D) windows from `window_partition`
+                mask:Tensor|None=None,       # (nW, G², G²) bool, True = may attend
+               ) -> Tensor:                  # (B·nW, G², D)
         BnW, N, D = x.shape
         if N != self.window ** 2 or D != self.d_model:
             raise ValueError(f"expected windows (B·nW, {self.window ** 2}, {self.d_model}), "
@@ -133,8 +133,8 @@ class SwinBlock(nn.Module):
     "Swin block: pre-norm (shifted) window attention and an MLP, each inside a residual connection"
     def __init__(self, d_model:int,          # D
                  n_heads:int,                # H
-                 window:int,                 # M
-                 shift:int,                  # S: 0 for W-MSA, M//2 for SW-MSA
+                 window:int,                 # G
+                 shift:int,                  # s: 0 for W-MSA, G//2 for SW-MSA
                  *,
                  mlp_ratio:float=4.0,        # MLP width int(mlp_ratio · D)
                  qkv_bias:bool=True,
@@ -156,30 +156,30 @@ class SwinBlock(nn.Module):
         self.mlp = MLP(d_model, int(mlp_ratio * d_model), activation=activation)     # chapter 3
         self.drop, self.drop_path = nn.Dropout(dropout), DropPath(drop_path)
 
-    def window_attention(self, x:Tensor,         # (B, H, W, D) normalised tokens on their grid
-                        ) -> Tensor:             # (B, H, W, D)
-        "Pad to whole windows, roll by -S, attend within windows (masked), undo the roll, crop"
-        B, H, W, D = x.shape
-        M = self.window
-        S = self.shift if min(H, W) > M else 0  # one window spans the grid: no shift
-        x = F.pad(x, (0, 0, 0, -W % M, 0, -H % M))  # zero tokens at the right and bottom
-        Hp, Wp = x.shape[1:3]
-        if S: x = torch.roll(x, shifts=(-S, -S), dims=(1, 2))
-        mask = shifted_window_mask(Hp, Wp, M, S).to(x.device) if S else None   # (nW, M², M²)
-        y = self.attn(window_partition(x, M), mask)              # (B·nW, M², D)
-        y = window_reverse(y, M, Hp, Wp)                         # (B, Hp, Wp, D)
-        if S: y = torch.roll(y, shifts=(S, S), dims=(1, 2))
-        return y[:, :H, :W]
+    def window_attention(self, x:Tensor,         # (B, h, w, D) normalised tokens on their grid
+                        ) -> Tensor:             # (B, h, w, D)
+        "Pad to whole windows, roll by -s, attend within windows (masked), undo the roll, crop"
+        B, h, w, D = x.shape
+        G = self.window
+        s = self.shift if min(h, w) > G else 0  # one window spans the grid: no shift
+        x = F.pad(x, (0, 0, 0, -w % G, 0, -h % G))  # zero tokens at the right and bottom
+        hp, wp = x.shape[1:3]
+        if s: x = torch.roll(x, shifts=(-s, -s), dims=(1, 2))
+        mask = shifted_window_mask(hp, wp, G, s).to(x.device) if s else None   # (nW, G², G²)
+        y = self.attn(window_partition(x, G), mask)              # (B·nW, G², D)
+        y = window_reverse(y, G, hp, wp)                         # (B, hp, wp, D)
+        if s: y = torch.roll(y, shifts=(s, s), dims=(1, 2))
+        return y[:, :h, :w]
 
-    def forward(self, x:Tensor,                  # (B, H·W, D) tokens in row-major grid order
-                grid:tuple[int, int],            # (H, W), the token grid
-               ) -> Tensor:                      # (B, H·W, D)
+    def forward(self, x:Tensor,                  # (B, h·w, D) tokens in row-major grid order
+                grid:tuple[int, int],            # (h, w), the token grid
+               ) -> Tensor:                      # (B, h·w, D)
         B, N, D = x.shape
-        H, W = grid
-        if N != H * W: raise ValueError(f"{N} tokens do not fill a {H}x{W} grid")
-        if min(H, W) < self.window:
-            raise ValueError(f"grid {H}x{W} is smaller than the window {self.window}")
-        a = self.window_attention(self.norm1(x).view(B, H, W, D)).reshape(B, N, D)
+        h, w = grid
+        if N != h * w: raise ValueError(f"{N} tokens do not fill a {h}x{w} grid")
+        if min(h, w) < self.window:
+            raise ValueError(f"grid {h}x{w} is smaller than the window {self.window}")
+        a = self.window_attention(self.norm1(x).view(B, h, w, D)).reshape(B, N, D)
         x = x + self.drop_path(self.drop(a))
         return x + self.drop_path(self.drop(self.mlp(self.norm2(x))))
 
@@ -192,15 +192,15 @@ class PatchMerging(nn.Module):
         self.norm = nn.LayerNorm(4 * d_model, eps=norm_eps)
         self.reduction = nn.Linear(4 * d_model, 2 * d_model, bias=False)   # W_red
 
-    def forward(self, x:Tensor,            # (B, H·W, D)
-                grid:tuple[int, int],      # (H, W), both even
-               ) -> Tensor:                # (B, H/2·W/2, 2D)
+    def forward(self, x:Tensor,            # (B, h·w, D)
+                grid:tuple[int, int],      # (h, w), both even
+               ) -> Tensor:                # (B, h/2·w/2, 2D)
         B, N, D = x.shape
-        H, W = grid
-        if N != H * W: raise ValueError(f"{N} tokens do not fill a {H}x{W} grid")
-        if H % 2 or W % 2:
-            raise ValueError(f"cannot merge 2x2 patches of a {H}x{W} grid (odd side)")
-        x = x.view(B, H, W, D)
+        h, w = grid
+        if N != h * w: raise ValueError(f"{N} tokens do not fill a {h}x{w} grid")
+        if h % 2 or w % 2:
+            raise ValueError(f"cannot merge 2x2 patches of a {h}x{w} grid (odd side)")
+        x = x.view(B, h, w, D)
         # features in the order (0,0), (1,0), (0,1), (1,1) of (row, col) offsets: dw outer, dh inner
         x = rearrange(x, 'b (h dh) (w dw) d -> b (h w) (dw dh d)', dh=2, dw=2)   # (B, N/4, 4D)
         return self.reduction(self.norm(x))
@@ -223,13 +223,13 @@ def _pair(s): return (s, s) if isinstance(s, int) else tuple(s)
 class Swin(nn.Module):
     "Swin Transformer: patch embedding, stages of (shifted) window blocks joined by patch merging"
     def __init__(self, *, img_size:int|tuple[int, int], # image side, or (height, width)
-                 patch_size:int,            # P
+                 patch_size:int,            # S
                  in_chans:int,              # C
                  n_classes:int,             # K
                  d_model:int,               # D, width of the first stage (doubles at each merge)
                  depths:tuple[int, ...],    # blocks per stage
                  n_heads:tuple[int, ...],   # heads per stage
-                 window:int,                # M
+                 window:int,                # G
                  mlp_ratio:float=4.0,       # MLP width int(mlp_ratio · width)
                  shifted:bool=True,         # shift the windows in every second block
                  rel_pos:bool=True,         # relative position bias in every attention
@@ -245,14 +245,14 @@ class Swin(nn.Module):
         if len(depths) != len(n_heads):
             raise ValueError(f"depths {tuple(depths)} and n_heads {tuple(n_heads)} "
                              f"differ in length")
-        (H, W), P = _pair(img_size), patch_size
-        if H % P or W % P:
-            raise ValueError(f"image size {H}x{W} is not divisible by patch size {P}")
-        self.img_size, self.patch_size, self.in_chans = (H, W), P, in_chans
-        self.grid = (H // P, W // P)                                    # the first stage's grid
+        (Ih, Iw), S = _pair(img_size), patch_size                       # I_h x I_w pixels
+        if Ih % S or Iw % S:
+            raise ValueError(f"image size {Ih}x{Iw} is not divisible by patch size {S}")
+        self.img_size, self.patch_size, self.in_chans = (Ih, Iw), S, in_chans
+        self.grid = (Ih // S, Iw // S)                                  # the first stage's grid
         self.window, self.depths = window, tuple(depths)
         self.stage_grids(self.grid)                                     # fail early on bad sizes
-        self.patch_embed = PatchEmbedding(in_chans, d_model, P)         # chapter 6
+        self.patch_embed = PatchEmbedding(in_chans, d_model, S)         # chapter 6
         self.patch_norm = nn.LayerNorm(d_model)
         N = self.grid[0] * self.grid[1]
         self.pos_emb = nn.Parameter(torch.randn(1, N, d_model) * 0.02) if abs_pos else None
@@ -287,15 +287,16 @@ class Swin(nn.Module):
         return grids
 
     def check_input(self, x:Tensor) -> tuple[int, int]:
-        "Validate an image batch; returns its patch grid (H/P, W/P)"
+        "Validate an image batch; returns its patch grid (I_h/S, I_w/S)"
         grid = patch_grid(x, self.in_chans, self.patch_size)
-        H, W = x.shape[-2:]
+        Ih, Iw = x.shape[-2:]
+        gh, gw = self.grid
         if self.pos_emb is not None and grid != self.grid:
-            raise ValueError(f"image size {H}x{W} gives a {grid[0]}x{grid[1]} patch grid, but the "
-                             f"absolute position table is for {self.grid[0]}x{self.grid[1]}")
+            raise ValueError(f"image size {Ih}x{Iw} gives a {grid[0]}x{grid[1]} patch grid, "
+                             f"but the absolute position table is for {gh}x{gw}")
         return grid
 
-    def forward_features(self, x:Tensor,  # (B, C, H, W) images
+    def forward_features(self, x:Tensor,  # (B, C, I_h, I_w) images
                         ) -> Tensor:      # (B, N_last, D_last) last stage's tokens, normalised
         "Images to the last stage's tokens: patch embedding, stages of blocks and merges, LayerNorm"
         grids = self.stage_grids(self.check_input(x))
@@ -311,7 +312,7 @@ class Swin(nn.Module):
         "Average the final tokens and apply the linear head"
         return self.head(feats.mean(dim=1))
 
-    def forward(self, x:Tensor) -> Tensor:            # (B, C, H, W) -> (B, K) logits
+    def forward(self, x:Tensor) -> Tensor:            # (B, C, I_h, I_w) -> (B, K) logits
         return self.forward_head(self.forward_features(x))
 
     @classmethod
@@ -326,9 +327,9 @@ class Swin(nn.Module):
         if c.hidden_act not in _HF_ACT:
             raise ValueError(f"unsupported hidden_act {c.hidden_act!r}; "
                              f"expected one of {list(_HF_ACT)}")
-        P = _pair(c.patch_size)
-        if P[0] != P[1]: raise ValueError(f"patch_size {tuple(P)} is not square")
-        m = cls(img_size=_pair(c.image_size), patch_size=P[0], in_chans=c.num_channels,
+        S = _pair(c.patch_size)
+        if S[0] != S[1]: raise ValueError(f"patch_size {tuple(S)} is not square")
+        m = cls(img_size=_pair(c.image_size), patch_size=S[0], in_chans=c.num_channels,
                 n_classes=c.num_labels, d_model=c.embed_dim, depths=tuple(c.depths),
                 n_heads=tuple(c.num_heads), window=c.window_size, mlp_ratio=c.mlp_ratio,
                 abs_pos=c.use_absolute_embeddings, qkv_bias=c.qkv_bias,
@@ -341,7 +342,7 @@ class Swin(nn.Module):
             if not k.endswith('relative_position_index'): s[k] = v      # a buffer we recompute
         e = 'swin.embeddings.'
         conv = e + 'patch_embeddings.projection.'
-        new = {'patch_embed.proj.weight': s.pop(conv + 'weight').flatten(1),   # (D, C·P·P)
+        new = {'patch_embed.proj.weight': s.pop(conv + 'weight').flatten(1),   # (D, C·S·S)
                'patch_embed.proj.bias': s.pop(conv + 'bias'),
                'patch_norm.weight': s.pop(e + 'norm.weight'),
                'patch_norm.bias': s.pop(e + 'norm.bias'),
