@@ -84,16 +84,16 @@ def show_heads(weights,                       # (H, N, M) attention weights, one
     return fig
 
 # %% ../nbs/00a_viz.ipynb #14122ac8
-def show_images(images,                        # (K, H, W) gray or (K, C, H, W) with C = 1 or 3
+def show_images(images,                        # (B, I_h, I_w) gray or (B, C, I_h, I_w), C = 1 or 3
                 titles:Sequence|None=None,     # K titles (class names, predictions, ...)
                 *,
                 ncols:int=8,                   # images per row
                ):                              # the Figure
     "Grid of images with optional titles; channels-first images are shown channels-last"
     x = _np(images)
-    if x.ndim == 4 and x.shape[1] in (1, 3): x = x.transpose(0, 2, 3, 1)   # -> (K, H, W, C)
+    if x.ndim == 4 and x.shape[1] in (1, 3): x = x.transpose(0, 2, 3, 1)   # -> (B, I_h, I_w, C)
     elif x.ndim != 3:
-        raise ValueError(f"show_images needs (K, H, W) or (K, C, H, W) with C in (1, 3), "
+        raise ValueError(f"show_images needs (B, I_h, I_w) or (B, C, I_h, I_w) with C in (1, 3), "
                          f"got {x.shape}")
     if x.ndim == 4 and x.shape[-1] == 1: x = x[..., 0]
     K = len(x)
@@ -122,10 +122,10 @@ def plot_curves(history:dict[str, list[float]], # name -> values, e.g. {'train l
     "Plot each series of `history` against the x axis of the longest one, with a legend"
     series = {k: np.asarray(v, dtype=float) for k, v in history.items() if len(v) > 0}
     if not series: raise ValueError(f"history has no non-empty series: keys {list(history)}")
-    L = max(len(v) for v in series.values())
+    T = max(len(v) for v in series.values())                # points in the longest series
     if ax is None: _, ax = plt.subplots()
     for name, v in series.items():
-        x = np.arange(1, L + 1) if len(v) == L else np.arange(1, len(v) + 1) * L / len(v)
+        x = np.arange(1, T + 1) if len(v) == T else np.arange(1, len(v) + 1) * T / len(v)
         ax.plot(x, v, label=name, marker='o' if len(v) < 30 else None)
     ax.set_xlabel(xlabel)
     if ylabel is not None: ax.set_ylabel(ylabel)
