@@ -18,27 +18,27 @@ __all__ = ['LabelKind', 'Halves', 'absolute_position_labels', 'relative_position
            'linear_probe']
 
 # %% ../nbs/07_poslabels.ipynb #447e1eba
-def absolute_position_labels(gh:int,  # g_h, rows of the patch grid
-                             gw:int,  # g_w, columns of the patch grid
+def absolute_position_labels(gh:int,  # h, rows of the patch grid
+                             gw:int,  # w, columns of the patch grid
                             ) -> Tensor:  # (N, 2) long: (row, col) of patch n, row-major
-    "The absolute position label p_n = (row, col) of every patch, in `patchify` order (row-major)"
+    "The absolute position label ℓ_n = (row, col) of every patch, in `patchify` order (row-major)"
     if gh < 1 or gw < 1: raise ValueError(f"the grid must be at least 1x1, got {gh}x{gw}")
     n = torch.arange(gh * gw)                      # (N,) patch index, row-major
     return torch.stack([n // gw, n % gw], dim=-1)
 
-def relative_position_labels(gh:int, gw:int) -> Tensor:  # (N, N, 2) long: [i, j] = p_i - p_j
-    "The relative position label p_ij = p_i − p_j (row offset, column offset) of every ordered pair"
+def relative_position_labels(gh:int, gw:int) -> Tensor:  # (N, N, 2) long: [i, j] = ℓ_i - ℓ_j
+    "The relative position label ℓ_ij = ℓ_i − ℓ_j (row offset, column offset) of every ordered pair"
     p = absolute_position_labels(gh, gw)           # (N, 2)
     return p[:, None, :] - p[None, :, :]           # (N, N, 2)
 
 # %% ../nbs/07_poslabels.ipynb #a06c71a1
 def absolute_position_classes(gh:int, gw:int) -> Tensor:  # (N,) long in 0 .. N−1
-    "Class form of the absolute label (official code): k_n = row · g_w + col"
+    "Class form of the absolute label (official code): k_n = row · w + col"
     p = absolute_position_labels(gh, gw)
     return p[:, 0] * gw + p[:, 1]
 
-def relative_position_classes(gh:int, gw:int) -> Tensor:  # (N, N) long in 0 .. (2g_h−1)(2g_w−1)−1
-    "Class form of the relative label (official code, Swin's index): (Δr+g_h−1)(2g_w−1) + Δc+g_w−1"
+def relative_position_classes(gh:int, gw:int) -> Tensor:  # (N, N) long in 0 .. (2h−1)(2w−1)−1
+    "Class form of the relative label (official code, Swin's index): (Δr+h−1)(2w−1) + Δc+w−1"
     d = relative_position_labels(gh, gw)           # (N, N, 2)
     return (d[..., 0] + gh - 1) * (2 * gw - 1) + (d[..., 1] + gw - 1)
 
@@ -66,7 +66,7 @@ def _check_width(z:Tensor, d_model:int, name:str):
 class APLHead(nn.Module):
     "Absolute position labels (eq. 3): a light MLP maps each patch token to its (row, col) or index"
     def __init__(self, d_model:int,                # D, width of the encoder's tokens
-                 *, grid:tuple[int, int],          # (g_h, g_w), the patch grid the labels describe
+                 *, grid:tuple[int, int],          # (h, w), the patch grid the labels describe
                  hidden:int|None=None,             # MLP hidden width (default D)
                  kind:LabelKind='regress',         # 'regress' (paper: MSE), 'classify' (code: CE)
                  channels:int|None=None,           # read the first `channels` features (code: D/2)
@@ -86,12 +86,12 @@ class APLHead(nn.Module):
         labels = make(gh, gw)
         self.register_buffer('labels', labels, persistent=False)   # (N, 2) or (N,)
 
-    def forward(self, z:Tensor) -> Tensor:   # (B, M, D) patch tokens -> (B, M, 2) or (B, M, N)
+    def forward(self, z:Tensor) -> Tensor:   # (B, N', D) patch tokens -> (B, N', 2) or (B, N', N)
         _check_width(z, self.d_model, 'APLHead')
         return self.mlp(z[..., :self.channels])
 
-    def loss(self, pred:Tensor,              # (B, M, 2) or (B, M, N) from `forward`
-             index:Tensor|None=None,         # (B, M) the patch of each prediction; default all
+    def loss(self, pred:Tensor,              # (B, N', 2) or (B, N', N) from `forward`
+             index:Tensor|None=None,         # (B, N') the patch of each prediction; default all
             ) -> Tensor:                     # scalar
         "Position loss of `pred` against the labels of its patches"
         if index is None:
@@ -106,9 +106,9 @@ class APLHead(nn.Module):
 Halves = Literal['first_second', 'first_first']
 
 class RPLHead(nn.Module):
-    "Relative position labels (eqs. 5-6): an MLP on concat(½z_i, ½z_j) predicts p_i − p_j"
+    "Relative position labels (eqs. 5-6): an MLP on concat(½z_i, ½z_j) predicts ℓ_i − ℓ_j"
     def __init__(self, d_model:int,                # D
-                 *, grid:tuple[int, int],          # (g_h, g_w)
+                 *, grid:tuple[int, int],          # (h, w), the patch grid
                  hidden:int|None=None,             # MLP hidden width (default D)
                  kind:LabelKind='regress',         # 'regress' (paper), 'classify' (code)
                  halves:Halves='first_second',     # first half of z_i, second half of z_j (code)
@@ -165,7 +165,7 @@ class PositionLabelViT(nn.Module):
         self.vit, self.apl, self.rpl, self.lam = vit, apl, rpl, lam
         self.positions: dict[str, Tensor] = {}    # predictions of the last forward, read by `loss`
 
-    def forward(self, x:Tensor,                   # (B, C, H, W) images
+    def forward(self, x:Tensor,                   # (B, C, I_h, I_w) images
                 *, return_positions:bool=False,   # also return the position predictions
                ):                                 # (B, K) logits [, {'apl': ..., 'rpl': ...}]
         feats = self.vit.forward_features(x)      # (B, T, D), after the final LayerNorm
@@ -187,7 +187,7 @@ class PositionLabelViT(nn.Module):
 # %% ../nbs/07_poslabels.ipynb #b032895d
 @torch.no_grad()
 def token_states(vit:nn.Module,   # a `txbook.vit.ViT`
-                 x:Tensor,        # (B, C, H, W) images
+                 x:Tensor,        # (B, C, I_h, I_w) images
                 ) -> Tensor:      # (B, L+1, T, D)
     "Tokens at every depth (eval mode): [:, 0] enters block 1, [:, l] leaves block l"
     states = []
@@ -208,7 +208,7 @@ def linear_probe(f_train:Tensor,  # (n, F) features
                  y_train:Tensor,  # (n,) integer labels
                  f_test:Tensor,   # (m, F)
                  y_test:Tensor,   # (m,)
-                 *, ridge:float=1.0,   # penalty λ on the weights (features are standardised)
+                 *, ridge:float=1.0,   # penalty on the weights (features are standardised)
                 ) -> float:       # test accuracy
     "Linear probe: ridge regression onto one-hot targets, standardised features; arg-max predicts"
     mu, sd = f_train.double().mean(0), f_train.double().std(0) + 1e-6
