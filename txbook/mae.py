@@ -48,9 +48,9 @@ def random_masking(batch:int,               # B
 # %% ../nbs/07a_mae.ipynb #1f308e24
 PosLayout = Literal['mae', 'book']
 
-def sincos_2d_layout(gh:int, gw:int, d:int,      # grid rows, columns, width D (a multiple of 4)
+def sincos_2d_layout(gh:int, gw:int, d:int,      # grid rows h, columns w, width D (a multiple of 4)
                      *, layout:PosLayout='mae',  # 'mae': [col sin | col cos | row sin | row cos]
-                    ) -> Tensor:                 # (gh·gw, D), row-major cells
+                    ) -> Tensor:                 # (h·w, D), row-major cells
     "2-D sin-cos positions in MAE's feature order ('mae') or chapter 4's ('book': row first)"
     pe = sincos_2d_encoding(gh, gw, d)           # (N, D): [row: sin, cos, ... | col: sin, cos, ...]
     if layout == 'book': return pe
@@ -64,7 +64,7 @@ class MAEOutput(NamedTuple):
     loss: Tensor            # scalar: reconstruction loss + λ · position loss
     recon_loss: Tensor      # scalar: MSE on the hidden patches
     position_loss: Tensor   # scalar (0 without an APL head)
-    pred: Tensor            # (B, N, C·P·P) predicted pixels of every patch
+    pred: Tensor            # (B, N, C·S·S) predicted pixels of every patch
     mask: Tensor            # (B, N) bool, True = hidden
 
 class MAE(nn.Module):
@@ -84,16 +84,16 @@ class MAE(nn.Module):
             raise ValueError(f"mask_ratio must be in [0, 1), got {mask_ratio}")
         self.encoder, self.mask_ratio, self.norm_pix_loss = encoder, mask_ratio, norm_pix_loss
         self.apl, self.lam = apl, lam
-        D, (gh, gw), P = encoder.head.in_features, encoder.grid, encoder.patch_size
+        D, (gh, gw), S = encoder.head.in_features, encoder.grid, encoder.patch_size
         self.decoder_embed = nn.Linear(D, dec_dim)
         self.mask_token = nn.Parameter(torch.randn(1, 1, dec_dim) * 0.02)
         pos = sincos_2d_layout(gh, gw, dec_dim, layout=pos_layout)                  # (N, D_d)
         pos = torch.cat([torch.zeros(encoder.n_prefix, dec_dim), pos])[None]        # CLS: zeros
         self.register_buffer('dec_pos', pos, persistent=False)                      # (1, T, D_d)
         self.decoder = Encoder(dec_dim, dec_heads, dec_depth, d_mlp=4 * dec_dim)   # blocks + norm
-        self.decoder_pred = nn.Linear(dec_dim, encoder.in_chans * P * P)
+        self.decoder_pred = nn.Linear(dec_dim, encoder.in_chans * S * S)
 
-    def encode_visible(self, x:Tensor, ids_keep:Tensor) -> Tensor:  # (B, C, H, W), (B, N_vis)
+    def encode_visible(self, x:Tensor, ids_keep:Tensor) -> Tensor:  # (B, C, I_h, I_w), (B, N_vis)
         "The encoder on the CLS token and the visible patches only: (B, n_prefix + N_vis, D)"
         k = self.encoder.n_prefix
         t = self.encoder.embed(x)                        # (B, T, D) patches + positions (+ CLS)
@@ -102,16 +102,16 @@ class MAE(nn.Module):
         return self.encoder.encoder(t)                   # blocks + final LayerNorm
 
     def decode(self, latent:Tensor, ids_restore:Tensor) -> Tensor:  # (B, k + N_vis, D), (B, N)
-        "Mask tokens in, patch order restored, positions added, decoder blocks: (B, N, C·P·P)"
+        "Mask tokens in, patch order restored, positions added, decoder blocks: (B, N, C·S·S)"
         k, (B, N) = self.encoder.n_prefix, ids_restore.shape
         y = self.decoder_embed(latent)                                  # (B, k + N_vis, D_d)
         masks = self.mask_token.expand(B, N - (y.shape[1] - k), -1)            # (B, N − N_vis, D_d)
         seq = torch.cat([y[:, k:], masks], dim=1)                               # shuffled order
         seq = seq.gather(1, ids_restore[..., None].expand(-1, -1, seq.shape[-1]))  # patch order
         y = self.decoder(torch.cat([y[:, :k], seq], dim=1) + self.dec_pos)     # (B, T, D_d)
-        return self.decoder_pred(y[:, k:])                                      # (B, N, C·P·P)
+        return self.decoder_pred(y[:, k:])                                      # (B, N, C·S·S)
 
-    def targets(self, x:Tensor) -> Tensor:   # (B, C, H, W) -> (B, N, C·P·P)
+    def targets(self, x:Tensor) -> Tensor:   # (B, C, I_h, I_w) -> (B, N, C·S·S)
         "The pixels to predict: the patches, normalised per patch if `norm_pix_loss`"
         t = patchify(x, self.encoder.patch_size)
         if not self.norm_pix_loss: return t
@@ -122,7 +122,7 @@ class MAE(nn.Module):
         per_patch = (pred - target).pow(2).mean(-1)                             # (B, N)
         return (per_patch * mask).sum() / mask.sum()
 
-    def position_loss(self, pred:Tensor,         # (B, N, C·P·P) the decoder's output
+    def position_loss(self, pred:Tensor,         # (B, N, C·S·S) the decoder's output
                       ids_hidden:Tensor,         # (B, N − N_vis) the hidden patches
                      ) -> Tensor:                # scalar
         "MAE + APL: the shared encoder (no positions) must place each reconstructed hidden patch"
@@ -131,11 +131,11 @@ class MAE(nn.Module):
         z = self.encoder.encoder(tokens)                                # blocks + final norm
         return self.apl.loss(self.apl(z), ids_hidden)
 
-    def forward(self, x:Tensor,                   # (B, C, H, W) images
+    def forward(self, x:Tensor,                   # (B, C, I_h, I_w) images
                 *, mask_ratio:float|None=None,    # default: self.mask_ratio
                 generator:torch.Generator|None=None,
                ) -> MAEOutput:
-        target = self.targets(x)                                                # checks H, W vs P
+        target = self.targets(x)                                          # checks I_h, I_w vs S
         B, N, _ = target.shape
         r = self.mask_ratio if mask_ratio is None else mask_ratio
         m = random_masking(B, N, r, generator=generator, device=x.device)
