@@ -148,7 +148,7 @@ class Encoder(nn.Module):
     "A stack of `depth` `TransformerBlock`s, with a final LayerNorm (needed after pre-norm blocks)"
     def __init__(self, d_model:int,         # D
                  n_heads:int,               # H
-                 depth:int,                 # number of blocks
+                 depth:int,                 # L, number of blocks
                  *,
                  final_norm:bool=True,      # LayerNorm after the last block (pre-norm needs it)
                  **block_kw,                # passed to every `TransformerBlock`
@@ -205,7 +205,8 @@ class DecoderBlock(nn.Module):
                 memory:Tensor,                     # (B, M, D) the encoder's output
                 *,
                 mask:Tensor|None=None,             # self-attention mask, bool or float
-                memory_mask:Tensor|None=None,      # cross-attention mask (N, M), bool or float
+                memory_mask:Tensor|None=None,      # cross-attention mask, bool or float,
+                                                   # to (B, H, N, M): (N, M) or (B, 1, 1, M)
                 is_causal:bool=True,               # token n sees target tokens 0..n only
                 rope=None,                         # `rope(t, offset)` for the self-attention
                 cache:KVCache|None=None,           # the self-attention's cache
@@ -244,7 +245,7 @@ class Decoder(nn.Module):
     "A stack of `depth` `DecoderBlock`s, each attending to the same memory, with a final LayerNorm"
     def __init__(self, d_model:int,         # D
                  n_heads:int,               # H
-                 depth:int,                 # number of blocks
+                 depth:int,                 # L, number of blocks
                  *,
                  final_norm:bool=True,      # LayerNorm after the last block (pre-norm needs it)
                  **block_kw,                # passed to every `DecoderBlock`
@@ -259,7 +260,7 @@ class Decoder(nn.Module):
                 memory:Tensor,                     # (B, M, D) encoder output
                 *,
                 mask:Tensor|None=None,             # self-attention mask
-                memory_mask:Tensor|None=None,      # cross-attention mask
+                memory_mask:Tensor|None=None,      # cross-attention mask, as in `DecoderBlock`
                 is_causal:bool=True,
                 rope=None,                         # `rope(t, offset)` for every self-attention
                 caches:list[KVCache]|None=None,    # one `KVCache` per block
@@ -271,6 +272,17 @@ class Decoder(nn.Module):
         return self.norm(x)
 
 # %% ../nbs/03_blocks.ipynb #c2129798
+def _padding_mask(keep:Tensor|None, # (B, M) bool, True = a real token, False = PAD
+                  shape:tuple,      # the (B, M) it must have
+                  name:str,         # the argument's name, for the error message
+                 ) -> Tensor|None:  # (B, 1, 1, M): the same keys for every head and query
+    "A key-padding mask as an attention mask that broadcasts over heads and queries"
+    if keep is None: return None
+    if keep.dtype != torch.bool or tuple(keep.shape) != tuple(shape):
+        raise ValueError(f"{name} must be a bool tensor of shape {tuple(shape)} (B, M), True = "
+                         f"real token; got {keep.dtype} of shape {tuple(keep.shape)}")
+    return keep[:, None, None, :]
+
 class Transformer(nn.Module):
     "Encoder–decoder on token ids: embeddings + positions, `Encoder`, `Decoder`, linear head"
     def __init__(self, src_vocab:int,             # source vocabulary size
@@ -301,34 +313,70 @@ class Transformer(nn.Module):
             raise ValueError(f"sequence length {offset + N} exceeds max_len={n_pos}")
         return emb(ids) + self.pos_emb(torch.arange(offset, offset + N, device=ids.device))
 
-    def encode(self, src:Tensor) -> Tensor:              # (B, M) ids -> memory (B, M, D)
-        return self.encoder(self.embed(src, self.src_emb))
+    def encode(self, src:Tensor,                         # (B, M) source ids
+               *,
+               src_keep:Tensor|None=None,                # (B, M) bool, False = PAD
+              ) -> Tensor:                               # memory (B, M, D)
+        "The encoder's output; no source token attends to a PAD"
+        mask = _padding_mask(src_keep, src.shape, 'src_keep')      # (B, 1, 1, M)
+        return self.encoder(self.embed(src, self.src_emb), mask=mask)
 
     def decode(self, tgt:Tensor,                         # (B, N) target ids (the new ones)
                memory:Tensor,                            # (B, M, D)
                *,
                caches:list[KVCache]|None=None,           # one per decoder block, for generation
+               src_keep:Tensor|None=None,                # (B, M) bool, False = PAD in the source
+               tgt_keep:Tensor|None=None,                # (B, T+N) bool, False = PAD in the
+                                                         # target (T cached tokens first)
               ) -> Tensor:                               # logits (B, N, V)
+        "Logits for every target position; causal, and blind to PAD keys in both attentions"
         offset = len(caches[0]) if caches else 0
         x = self.embed(tgt, self.tgt_emb, offset)
-        return self.head(self.decoder(x, memory, caches=caches))
+        B, N = tgt.shape
+        mask = _padding_mask(tgt_keep, (B, offset + N), 'tgt_keep')          # (B, 1, 1, T+N)
+        memory_mask = _padding_mask(src_keep, memory.shape[:2], 'src_keep')  # (B, 1, 1, M)
+        # the decoder's self-attention combines `mask` with its causal mask
+        x = self.decoder(x, memory, mask=mask, memory_mask=memory_mask, caches=caches)
+        return self.head(x)
 
-    def forward(self, src:Tensor, tgt:Tensor) -> Tensor:  # (B, M), (B, N) -> logits (B, N, V)
-        return self.decode(tgt, self.encode(src))
+    def forward(self, src:Tensor,                        # (B, M) source ids
+                tgt:Tensor,                              # (B, N) target ids (teacher forcing)
+                *,
+                src_keep:Tensor|None=None,               # (B, M) bool, False = PAD
+                tgt_keep:Tensor|None=None,               # (B, N) bool, False = PAD
+               ) -> Tensor:                              # logits (B, N, V)
+        memory = self.encode(src, src_keep=src_keep)
+        return self.decode(tgt, memory, src_keep=src_keep, tgt_keep=tgt_keep)
 
     @torch.no_grad()
     def generate(self, src:Tensor,  # (B, M) source ids
-                 n_steps:int,       # number of tokens to produce
+                 n_steps:int,       # largest number of tokens to produce
                  *,
                  bos:int,           # start token id
+                 eos:int|None=None, # end token id: a sequence that emitted it is finished
+                 pad:int|None=None, # what finished sequences emit (needed with `eos`)
+                 src_keep:Tensor|None=None, # (B, M) bool, False = PAD in the source
                  use_cache:bool=True, # reuse the decoder's keys and values (same result, faster)
                 ) -> Tensor:        # (B, n_steps) greedily decoded ids
-        "Greedy decoding: feed back the most likely token one step at a time"
-        memory = self.encode(src)
-        out = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)
+        "Greedy decoding: feed back the most likely token one step at a time, until every `eos`"
+        if (eos is None) != (pad is None):
+            raise ValueError(f"eos and pad go together: got eos={eos}, pad={pad}")
+        memory = self.encode(src, src_keep=src_keep)
+        B = src.shape[0]
+        out = torch.full((B, 1), bos, dtype=torch.long, device=src.device)
+        done = torch.zeros(B, dtype=torch.bool, device=src.device)     # (B,) emitted `eos`
         caches = [KVCache() for _ in self.decoder.blocks] if use_cache else None
         for _ in range(n_steps):
             new = out[:, -1:] if use_cache else out          # the cache holds the rest
-            nxt = self.decode(new, memory, caches=caches)[:, -1].argmax(-1, keepdim=True)
-            out = torch.cat([out, nxt], dim=1)
-        return out[:, 1:]
+            logits = self.decode(new, memory, caches=caches, src_keep=src_keep)[:, -1]  # (B, V)
+            nxt = logits.argmax(-1)                          # (B,)
+            if eos is not None:
+                nxt = nxt.masked_fill(done, pad)             # finished sequences emit PAD
+                done = done | (nxt == eos)
+            out = torch.cat([out, nxt[:, None]], dim=1)
+            if eos is not None and bool(done.all()): break   # every sequence has ended
+        out = out[:, 1:]
+        if out.shape[1] < n_steps:                           # stopped early: fill with PAD
+            out = F.pad(out, (0, n_steps - out.shape[1]), value=pad)
+        return out
+
