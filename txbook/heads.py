@@ -23,15 +23,15 @@ __all__ = ['GPTConfig', 'GPT', 'lm_loss', 'CharTokenizer', 'get_batch', 'estimat
 # %% ../nbs/05_heads.ipynb #566de080
 @dataclass(frozen=True)
 class GPTConfig:
-    "Size and options of a `GPT`; defaults: the size of nanoGPT's Shakespeare-character model"
+    "Size and options of a `GPT`; defaults: nanoGPT's Shakespeare-character sizes, GPT-2's biases"
     vocab_size:int = 65          # V, number of token ids
     block_size:int = 256         # context length: the longest sequence the model reads
     depth:int = 6                # L, number of transformer blocks
     n_heads:int = 6              # H, heads per block
     d_model:int = 384            # D, residual stream width
-    d_mlp:int|None = None        # M, MLP hidden width (None: 4D)
+    d_mlp:int|None = None        # D_mlp, MLP hidden width (None: 4D)
     dropout:float = 0.2          # on embeddings, attention weights and residual branches (training)
-    bias:bool = True             # biases in the linear layers and LayerNorms (GPT-2: True)
+    bias:bool = True             # biases in the linear layers (GPT-2: True); LayerNorms keep theirs
     tie_weights:bool = True      # the LM head reuses the token embedding matrix
     norm_eps:float = 1e-5        # LayerNorm eps (GPT-2: 1e-5)
     activation:Activation = 'gelu_tanh'  # MLP non-linearity (GPT-2's "gelu_new" is 'gelu_tanh')
