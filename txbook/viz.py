@@ -85,7 +85,7 @@ def show_heads(weights,                       # (H, N, M) attention weights, one
 
 # %% ../nbs/00a_viz.ipynb #14122ac8
 def show_images(images,                        # (B, I_h, I_w) gray or (B, C, I_h, I_w), C = 1 or 3
-                titles:Sequence|None=None,     # K titles (class names, predictions, ...)
+                titles:Sequence|None=None,     # B titles (class names, predictions, ...)
                 *,
                 ncols:int=8,                   # images per row
                ):                              # the Figure
@@ -96,14 +96,14 @@ def show_images(images,                        # (B, I_h, I_w) gray or (B, C, I_
         raise ValueError(f"show_images needs (B, I_h, I_w) or (B, C, I_h, I_w) with C in (1, 3), "
                          f"got {x.shape}")
     if x.ndim == 4 and x.shape[-1] == 1: x = x[..., 0]
-    K = len(x)
-    if titles is not None and len(titles) != K:
-        raise ValueError(f"{len(titles)} titles for {K} images")
-    ncols = min(ncols, K); nrows = math.ceil(K / ncols)
+    B = len(x)
+    if titles is not None and len(titles) != B:
+        raise ValueError(f"{len(titles)} titles for {B} images")
+    ncols = min(ncols, B); nrows = math.ceil(B / ncols)
     fig, axs = plt.subplots(nrows, ncols, figsize=(1.2 * ncols, 1.3 * nrows), squeeze=False)
     for i, ax in enumerate(axs.flat):
         ax.set_axis_off()
-        if i >= K: continue
+        if i >= B: continue
         img = x[i]
         if img.ndim == 3 and img.dtype.kind == 'f' and (img.min() < 0 or img.max() > 1):
             img = (img - img.min()) / max(float(img.max() - img.min()), 1e-12)
