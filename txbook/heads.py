@@ -280,8 +280,10 @@ class SequenceClassifier(nn.Module):
                  n_classes:int,           # K
                  *,
                  n_tokens:int,            # N, tokens per sequence (for the position table)
-                 d_model:int=64, n_heads:int=4, depth:int=2,
-                 pool:Literal['mean', 'cls']='cls',
+                 d_model:int=64,          # D, model width
+                 n_heads:int=4,           # H
+                 depth:int=2,             # L, number of encoder blocks
+                 pool:Literal['mean', 'cls']='cls', # the vector h: mean of the tokens, or CLS
                  dropout:float=0.0,
                 ):
         super().__init__()
