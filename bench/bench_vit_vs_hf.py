@@ -11,7 +11,10 @@ time is the steadier of the two.
 
 Default configuration (issue 8): image 32, patch 4, D 192, depth 6, 3 heads, MLP 768, batch 64, 2 CPU threads.
 
-usage: python bench/bench_vit_vs_hf.py [--rounds 15] [--threads 2] [--batch 64] [--profile]
+With `--compile` it also times both models wrapped in `torch.compile` (inductor; needs a C++ compiler on a
+CPU), compiled against compiled, after one untimed call each that compiles them (the compile time is printed).
+
+usage: python bench/bench_vit_vs_hf.py [--rounds 15] [--threads 2] [--batch 64] [--profile] [--compile]
 """
 import argparse, statistics, time
 
@@ -84,6 +87,20 @@ def profile(name, fn, n=5):
     print(p.key_averages().table(sort_by='self_cpu_time_total', row_limit=18))
 
 
+def compiled_rows(ours, hf, x, y, args):
+    "Train-step and inference rows for both models under `torch.compile` (compiled once, before timing)"
+    c_ours, c_hf = torch.compile(ours), torch.compile(hf)
+    rows = []
+    for name, mode in (('compiled train step', 'train'), ('compiled inference', 'eval')):
+        ours.train(mode == 'train'); hf.train(mode == 'train')
+        make = (lambda m: make_step(m, x, y)) if mode == 'train' else (lambda m: make_infer(m, x))
+        fa, fb = make(c_ours), make(c_hf)
+        t0 = time.perf_counter(); fa(); t1 = time.perf_counter(); fb(); t2 = time.perf_counter()
+        print(f"{name}: compiling took {t1 - t0:.0f} s (txbook), {t2 - t1:.0f} s (Hugging Face)", flush=True)
+        rows.append((name, *interleaved(fa, fb, args.rounds, args.device)))
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--rounds', type=int, default=15, help='timed runs of each model (after 3 warm-up runs)')
@@ -96,6 +113,7 @@ def main():
     ap.add_argument('--heads', type=int, default=3)
     ap.add_argument('--device', default='cpu')
     ap.add_argument('--profile', action='store_true', help='also print a torch.profiler table of each')
+    ap.add_argument('--compile', action='store_true', help='also time both under torch.compile')
     args = ap.parse_args()
     hf_logging.set_verbosity_error()
     torch.set_num_threads(args.threads)
@@ -112,6 +130,7 @@ def main():
     ours.train(); hf.train()
     ts_ours, ts_hf = interleaved(make_step(ours, x, y), make_step(hf, x, y), args.rounds, args.device)
     rows = [('train step (fwd+bwd+AdamW)', ts_ours, ts_hf), ('inference (eval, no grad)', ti_ours, ti_hf)]
+    if args.compile: rows += compiled_rows(ours, hf, x, y, args)
     print(f"ViT image {args.img}, patch {args.patch}, D {args.dim}, depth {args.depth}, {args.heads} heads, "
           f"batch {args.batch}, {args.threads} thread(s), {args.device}; median of {args.rounds} interleaved runs; "
           f"torch {torch.__version__}")
