@@ -22,36 +22,36 @@ __all__ = ['Pool', 'PosKind', 'patchify', 'unpatchify', 'PatchEmbedding', 'patch
            'vit_lite_patch4_32']
 
 # %% ../nbs/06_vit.ipynb #b8e692ff
-def patchify(x:Tensor,        # (B, C, H, W) images
-             patch_size:int,  # P
-            ) -> Tensor:      # (B, N, C·P·P) with N = (H/P)(W/P), patches in row-major order
-    "Cut images into non-overlapping P×P patches and flatten each one (channel, row, column order)"
-    B, C, H, W = x.shape
-    if H % patch_size or W % patch_size:
-        raise ValueError(f"image size {H}x{W} is not divisible by patch size {patch_size}")
+def patchify(x:Tensor,        # (B, C, I_h, I_w) images
+             patch_size:int,  # S, the patch side
+            ) -> Tensor:      # (B, N, C·S·S) with N = hw = (I_h/S)(I_w/S), patches row-major
+    "Cut images into non-overlapping S×S patches and flatten each one (channel, row, column order)"
+    B, C, Ih, Iw = x.shape
+    if Ih % patch_size or Iw % patch_size:
+        raise ValueError(f"image size {Ih}x{Iw} is not divisible by patch size {patch_size}")
     return rearrange(x, 'b c (gh p1) (gw p2) -> b (gh gw) (c p1 p2)', p1=patch_size, p2=patch_size)
 
-def unpatchify(patches:Tensor,  # (B, N, C·P·P)
-               patch_size:int,  # P
-               grid:tuple[int, int], # (H/P, W/P), the patch grid
-              ) -> Tensor:      # (B, C, H, W)
+def unpatchify(patches:Tensor,  # (B, N, C·S·S)
+               patch_size:int,  # S
+               grid:tuple[int, int], # (h, w) = (I_h/S, I_w/S), the patch grid
+              ) -> Tensor:      # (B, C, I_h, I_w)
     "Inverse of `patchify`"
     gh, gw = grid
-    P = patch_size
+    S = patch_size
     pattern = 'b (gh gw) (c p1 p2) -> b c (gh p1) (gw p2)'
-    return rearrange(patches, pattern, gh=gh, gw=gw, p1=P, p2=P)
+    return rearrange(patches, pattern, gh=gh, gw=gw, p1=S, p2=S)
 
 class PatchEmbedding(nn.Module):
-    "Patch embedding: flatten each P×P patch, map it to D features with one shared W (and bias b)"
+    "Patch embedding: flatten each S×S patch, map it to D features with one shared W (and bias b)"
     def __init__(self, in_chans:int,   # C
                  d_model:int,          # D
-                 patch_size:int,       # P
+                 patch_size:int,       # S
                 ):
         super().__init__()
         self.patch_size = patch_size
-        self.proj = nn.Linear(in_chans * patch_size ** 2, d_model)   # W (D, C·P·P) and b
+        self.proj = nn.Linear(in_chans * patch_size ** 2, d_model)   # W (D, C·S·S) and b
 
-    def forward(self, x:Tensor) -> Tensor:   # (B, C, H, W) -> (B, N, D)
+    def forward(self, x:Tensor) -> Tensor:   # (B, C, I_h, I_w) -> (B, N, D)
         return self.proj(patchify(x, self.patch_size))
 
 # %% ../nbs/06_vit.ipynb #88d0e85d
@@ -60,30 +60,30 @@ PosKind = Literal['learned', 'sincos', 'none']
 
 def _pair(s): return (s, s) if isinstance(s, int) else tuple(s)
 
-def patch_grid(x:Tensor,      # (B, C, H, W) images
+def patch_grid(x:Tensor,      # (B, C, I_h, I_w) images
                in_chans:int,  # C the model expects
-               patch_size:int, # P, must divide H and W
-              ) -> tuple[int, int]: # (H/P, W/P)
+               patch_size:int, # S, must divide I_h and I_w
+              ) -> tuple[int, int]: # (h, w) = (I_h/S, I_w/S)
     "Validate an image batch for a patch model; returns its patch grid (ViT and Swin share it)"
     if x.ndim != 4:
-        raise ValueError(f"expected images (B, C, H, W), got shape {tuple(x.shape)}")
-    B, C, H, W = x.shape
+        raise ValueError(f"expected images (B, C, I_h, I_w), got shape {tuple(x.shape)}")
+    B, C, Ih, Iw = x.shape
     if C != in_chans:
         raise ValueError(f"expected {in_chans} channels, got {C} (input shape {tuple(x.shape)})")
-    if H % patch_size or W % patch_size:
-        raise ValueError(f"image size {H}x{W} is not divisible by patch size {patch_size}")
-    return H // patch_size, W // patch_size
+    if Ih % patch_size or Iw % patch_size:
+        raise ValueError(f"image size {Ih}x{Iw} is not divisible by patch size {patch_size}")
+    return Ih // patch_size, Iw // patch_size
 
 class ViT(nn.Module):
     "Vision Transformer: patch embedding, CLS token, positions, pre-norm encoder, linear head"
-    def __init__(self, *, img_size:int|tuple[int, int], # H (= W) or (H, W)
-                 patch_size:int,          # P, must divide H and W
+    def __init__(self, *, img_size:int|tuple[int, int], # I_h (= I_w) or (I_h, I_w)
+                 patch_size:int,          # S, the patch side; must divide I_h and I_w
                  in_chans:int,            # C
                  n_classes:int,           # K
                  d_model:int,             # D
                  depth:int,               # L, number of blocks
                  n_heads:int,             # H
-                 mlp_ratio:float=4.0,     # MLP width M = mlp_ratio · D
+                 mlp_ratio:float=4.0,     # MLP width D_mlp = mlp_ratio · D
                  pool:Pool='cls',         # read the CLS token, or average the patch tokens
                  pos:PosKind='learned',   # position embedding
                  dropout:float=0.0,
@@ -95,13 +95,13 @@ class ViT(nn.Module):
             raise ValueError(f"pool must be 'cls' or 'mean', got {pool!r}")
         if pos not in ('learned', 'sincos', 'none'):
             raise ValueError(f"pos must be 'learned', 'sincos' or 'none', got {pos!r}")
-        (H, W), P = _pair(img_size), patch_size
-        if H % P or W % P:
-            raise ValueError(f"image size {H}x{W} is not divisible by patch size {P}")
-        self.img_size, self.patch_size, self.in_chans = (H, W), P, in_chans
-        self.grid = (H // P, W // P)
+        (Ih, Iw), S = _pair(img_size), patch_size
+        if Ih % S or Iw % S:
+            raise ValueError(f"image size {Ih}x{Iw} is not divisible by patch size {S}")
+        self.img_size, self.patch_size, self.in_chans = (Ih, Iw), S, in_chans
+        self.grid = (Ih // S, Iw // S)                                      # (h, w)
         self.pool, self.pos, self.n_prefix = pool, pos, int(pool == 'cls')
-        self.patch_embed = PatchEmbedding(in_chans, d_model, P)
+        self.patch_embed = PatchEmbedding(in_chans, d_model, S)
         cls = nn.Parameter(torch.randn(1, 1, d_model) * 0.02) if pool == 'cls' else None
         self.cls_token = cls                                                # (1, 1, D) or None
         T = self.n_prefix + self.grid[0] * self.grid[1]                     # tokens per image
@@ -114,21 +114,21 @@ class ViT(nn.Module):
                                activation=activation)              # blocks + final LayerNorm
         self.head = nn.Linear(d_model, n_classes)
 
-    def _sincos(self, grid, d_model) -> Tensor: # (n_prefix + gh·gw, D), zeros for the CLS token
+    def _sincos(self, grid, d_model) -> Tensor: # (n_prefix + hw, D), zeros for the CLS
         return torch.cat([torch.zeros(self.n_prefix, d_model), sincos_2d_encoding(*grid, d_model)])
 
     def check_input(self, x:Tensor) -> tuple[int, int]:
-        "Validate an image batch; returns its patch grid (H/P, W/P)"
+        "Validate an image batch; returns its patch grid (h, w) = (I_h/S, I_w/S)"
         grid = patch_grid(x, self.in_chans, self.patch_size)
-        H, W = x.shape[-2:]
+        Ih, Iw = x.shape[-2:]
         if self.pos == 'learned' and grid != self.grid:
-            raise ValueError(f"image size {H}x{W} gives a {grid[0]}x{grid[1]} patch grid, but the "
-                             f"learned position table is for {self.img_size[0]}x{self.img_size[1]} "
-                             f"({self.grid[0]}x{self.grid[1]} patches); resample it first with "
-                             f"model.resize(({H}, {W}))")
+            raise ValueError(f"image size {Ih}x{Iw} gives a {grid[0]}x{grid[1]} patch grid, but "
+                             f"the learned position table is for {self.img_size[0]}x"
+                             f"{self.img_size[1]} ({self.grid[0]}x{self.grid[1]} patches); "
+                             f"resample it first with model.resize(({Ih}, {Iw}))")
         return grid
 
-    def embed(self, x:Tensor) -> Tensor:                  # (B, C, H, W) -> (B, T, D), T = [1 +] N
+    def embed(self, x:Tensor) -> Tensor:              # (B, C, I_h, I_w) -> (B, T, D), T = [1 +] N
         "The tokens the blocks read: patch embedding, CLS token, position embedding, dropout"
         grid = self.check_input(x)
         t = self.patch_embed(x)                                             # (B, N, D)
@@ -143,7 +143,7 @@ class ViT(nn.Module):
             t = torch.cat([cls.expand(len(t), -1, -1), t], dim=1)          # (B, 1 + N, D)
         return self.drop(t)
 
-    def forward_features(self, x:Tensor) -> Tensor:       # (B, C, H, W) -> (B, T, D)
+    def forward_features(self, x:Tensor) -> Tensor:       # (B, C, I_h, I_w) -> (B, T, D)
         "Images to final token states: `embed`, the blocks, the final LayerNorm"
         return self.encoder(self.embed(x))
 
@@ -151,15 +151,15 @@ class ViT(nn.Module):
         "Pool the token states (CLS token or mean of the patch tokens) and apply the linear head"
         return self.head(feats[:, 0] if self.pool == 'cls' else feats.mean(dim=1))
 
-    def forward(self, x:Tensor) -> Tensor:                # (B, C, H, W) -> (B, K) logits
+    def forward(self, x:Tensor) -> Tensor:                # (B, C, I_h, I_w) -> (B, K) logits
         return self.forward_head(self.forward_features(x))
 
     def resize(self, img_size:int|tuple[int, int]) -> ViT:
         "Adapt the model in place to another image size (resamples a learned position table)"
-        (H, W), P = _pair(img_size), self.patch_size
-        if H % P or W % P:
-            raise ValueError(f"image size {H}x{W} is not divisible by patch size {P}")
-        grid = (H // P, W // P)
+        (Ih, Iw), S = _pair(img_size), self.patch_size
+        if Ih % S or Iw % S:
+            raise ValueError(f"image size {Ih}x{Iw} is not divisible by patch size {S}")
+        grid = (Ih // S, Iw // S)
         if self.pos == 'learned':
             old = self.pos_emb.weight.data
             new = resample_pos_emb(old[None], self.grid, grid, self.n_prefix)[0]  # (T', D)
@@ -167,10 +167,10 @@ class ViT(nn.Module):
             with torch.no_grad(): self.pos_emb.weight.copy_(new)
         elif self.pos == 'sincos':
             self.pos_table = self._sincos(grid, self.pos_table.shape[-1]).to(self.pos_table)
-        self.img_size, self.grid = (H, W), grid
+        self.img_size, self.grid = (Ih, Iw), grid
         return self
 
-    def attention_maps(self, x:Tensor,  # (B, C, H, W) images
+    def attention_maps(self, x:Tensor,  # (B, C, I_h, I_w) images
                       ) -> Tensor:      # (B, L, H, T, T) every block's and head's weights
         "Attention weights of every block (in eval mode: no dropout), captured with forward hooks"
         maps, was_training = [], self.training
@@ -198,11 +198,11 @@ class ViT(nn.Module):
         return m
 
 # %% ../nbs/06_vit.ipynb #0d52beea
-def resample_pos_emb(pos_emb:Tensor,          # (1, n_prefix + gh·gw, D) learned table
-                     old_grid:tuple[int, int], # (gh, gw) it was trained for
-                     new_grid:tuple[int, int], # (gh', gw') wanted
+def resample_pos_emb(pos_emb:Tensor,          # (1, n_prefix + h·w, D) learned table
+                     old_grid:tuple[int, int], # (h, w) it was trained for
+                     new_grid:tuple[int, int], # (h', w') wanted
                      n_prefix:int=1,          # leading rows that are not patches (the CLS token)
-                    ) -> Tensor:              # (1, n_prefix + gh'·gw', D)
+                    ) -> Tensor:              # (1, n_prefix + h'·w', D)
     "Resize a learned position table to another patch grid: bicubic interpolation of its 2-D layout"
     prefix, table = pos_emb[:, :n_prefix], pos_emb[:, n_prefix:]
     if table.shape[1] != old_grid[0] * old_grid[1]:
@@ -271,8 +271,8 @@ def vit_hf_state_dict(sd:dict[str, Tensor], # a `ViTForImageClassification`'s st
     def pop(k):
         if k not in s: raise ValueError(f"the Hugging Face state dict has no {k!r}")
         return s.pop(k)
-    conv = pop(e + 'patch_embeddings.projection.weight')                  # (D, C, P, P)
-    new = {'patch_embed.proj.weight': conv.flatten(1),                     # (D, C·P·P)
+    conv = pop(e + 'patch_embeddings.projection.weight')                  # (D, C, S, S)
+    new = {'patch_embed.proj.weight': conv.flatten(1),                     # (D, C·S·S)
            'patch_embed.proj.bias': pop(e + 'patch_embeddings.projection.bias'),
            'cls_token': pop(e + 'cls_token'),
            'pos_emb.weight': pop(e + 'position_embeddings')[0],            # (1 + N, D)
