@@ -80,12 +80,12 @@ class GPT(nn.Module):
                   past:int=0,       # tokens already in a KV cache
                  ):
         "Raise `ValueError` for a wrong shape, a too long sequence or ids outside the vocabulary"
-        V, T = self.cfg.vocab_size, self.cfg.block_size
+        V, block_size = self.cfg.vocab_size, self.cfg.block_size
         if idx.ndim != 2:
             raise ValueError(f"idx must be (B, N) token ids, got shape {tuple(idx.shape)}")
-        if past + idx.shape[1] > T:
+        if past + idx.shape[1] > block_size:
             raise ValueError(f"sequence length {past + idx.shape[1]} exceeds the context length "
-                             f"block_size={T}")
+                             f"block_size={block_size}")
         if idx.numel() and (idx.min() < 0 or idx.max() >= V):
             raise ValueError(f"token ids must be in [0, {V}) for vocab_size={V}; "
                              f"got min {idx.min().item()}, max {idx.max().item()}")
@@ -119,14 +119,14 @@ class GPT(nn.Module):
         "Sample tokens one at a time; the model reads the last `block_size` tokens at each step"
         was_training = self.training
         self.eval()
-        T = self.cfg.block_size
+        block_size = self.cfg.block_size
         caches = None
         for _ in range(max_new_tokens):
             if not use_cache:
-                logits = self(idx[:, -T:])                                  # (B, ≤T, V)
-            elif caches is None or len(caches[0]) == T:   # start, or the window slides: every
-                caches = self.new_caches()                # position changes, so refill the
-                logits = self(idx[:, -T:], caches=caches) # caches from the last T tokens
+                logits = self(idx[:, -block_size:])                 # (B, N, V), N ≤ block_size
+            elif caches is None or len(caches[0]) == block_size:  # start, or the window slides:
+                caches = self.new_caches()                # every position changes, so refill the
+                logits = self(idx[:, -block_size:], caches=caches)  # caches from the whole window
             else:
                 logits = self(idx[:, -1:], caches=caches)                   # the newest token only
             nxt = sample_next(logits[:, -1], temperature=temperature, top_k=top_k,
@@ -174,7 +174,7 @@ class CharTokenizer:
         return ''.join(self.chars[int(i)] for i in ids)
 
 # %% ../nbs/05_heads.ipynb #9a84dd9f
-def get_batch(data:Tensor,         # (T,) token ids
+def get_batch(data:Tensor,         # (n_tokens,) token ids of the whole text
               block_size:int,      # N, window length
               batch_size:int,      # B
               *,
