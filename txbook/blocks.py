@@ -90,6 +90,17 @@ def _load_norm(ours:LayerNorm, theirs:nn.LayerNorm):
         else: ours.bias.copy_(theirs.bias)
     ours.eps = theirs.eps
 
+def _first_rows(mask, n_out, N, is_causal, rope, cache):
+    "The rows of `mask` that the first `n_out` queries read (for `TransformerBlock(n_out=...)`)"
+    if is_causal or rope is not None or cache is not None:
+        raise ValueError("n_out works without is_causal, rope and cache (it is for encoders)")
+    if not 0 < n_out <= N:
+        raise ValueError(f"n_out must be in 1..N = {N}; got {n_out}")
+    if mask is None or mask.ndim < 2 or mask.shape[-2] == 1: return mask
+    if mask.shape[-2] != N:
+        raise ValueError(f"mask has {mask.shape[-2]} query rows, expected N = {N} (or 1)")
+    return mask[..., :n_out, :]
+
 class TransformerBlock(nn.Module):
     "Encoder block: self-attention then MLP, each in a residual connection, pre- or post-norm"
     def __init__(self, d_model:int,                # D
@@ -120,13 +131,22 @@ class TransformerBlock(nn.Module):
                 is_causal:bool=False,
                 rope=None,                         # `rope(t, offset)`, see MultiHeadAttention
                 cache:KVCache|None=None,           # this block's cache of keys and values
-               ) -> Tensor:                        # (B, N, D)
+                n_out:int|None=None,               # outputs only for tokens 0..n_out-1 (all N
+                                                   # tokens still serve as keys and values)
+               ) -> Tensor:                        # (B, N, D), or (B, n_out, D)
         _check_d(x, self.attn.d_model)
         kw = dict(mask=mask, is_causal=is_causal, rope=rope, cache=cache)
+        h = self.norm1(x) if self.norm_first else x
+        if n_out is None:
+            a = self.attn(h, **kw)                                      # (B, N, D)
+        else:                   # queries from the first n_out tokens, keys and values from all
+            kw['mask'] = _first_rows(mask, n_out, x.shape[1], is_causal, rope, cache)
+            a = self.attn(h[:, :n_out], h, **kw)                        # (B, n_out, D)
+            x = x[:, :n_out]
         if self.norm_first:
-            x = x + self.drop(self.attn(self.norm1(x), **kw))
+            x = x + self.drop(a)
             return x + self.mlp(self.norm2(x))
-        x = self.norm1(x + self.drop(self.attn(x, **kw)))
+        x = self.norm1(x + self.drop(a))
         return self.norm2(x + self.mlp(x))
 
     @classmethod
@@ -165,10 +185,14 @@ class Encoder(nn.Module):
                 is_causal:bool=False,
                 rope=None,                           # `rope(t, offset)` for every block
                 caches:list[KVCache]|None=None,      # one `KVCache` per block
-               ) -> Tensor:                          # (B, N, D)
+                n_out:int|None=None,                 # the last block computes only tokens
+                                                     # 0..n_out-1 (e.g. 1: a CLS token)
+               ) -> Tensor:                          # (B, N, D), or (B, n_out, D)
         caches = _check_caches(caches, len(self.blocks))
-        for blk, cache in zip(self.blocks, caches):
-            x = blk(x, mask=mask, is_causal=is_causal, rope=rope, cache=cache)
+        last = len(self.blocks) - 1
+        for i, (blk, cache) in enumerate(zip(self.blocks, caches)):
+            x = blk(x, mask=mask, is_causal=is_causal, rope=rope, cache=cache,
+                    n_out=n_out if i == last else None)
         return self.norm(x)
 
 def _check_caches(caches, depth):
