@@ -152,6 +152,9 @@ class ViT(nn.Module):
         return self.head(feats[:, 0] if self.pool == 'cls' else feats.mean(dim=1))
 
     def forward(self, x:Tensor) -> Tensor:                # (B, C, I_h, I_w) -> (B, K) logits
+        "Logits. A CLS head reads one row, so the last block computes only that row (`n_out=1`)"
+        if self.pool == 'cls':
+            return self.head(self.encoder(self.embed(x), n_out=1)[:, 0])   # (B, K)
         return self.forward_head(self.forward_features(x))
 
     def resize(self, img_size:int|tuple[int, int]) -> ViT:
