@@ -1,6 +1,7 @@
 """Each idea shows one check on the rendered page; the others are folded.
 
-A *check cell* is a code cell with a line that starts (after indentation) with `test_…(` or `assert`.
+A *check cell* is a code cell with a statement `test_…(` or `assert` (at the start of a line, or after `:` or `;`
+as in `with torch.no_grad(): test_close(...)`).
 A check cell is *visible* unless a directive hides or folds its code on the page: `#| code-fold: true`
 (myst-nb's `hide-input`: a "show code" toggle), `#| echo: false`, `#| hide`, `#| include: false`.
 The rule: in every chapter, each section (the cells under one markdown heading, of any level, up to the next
@@ -14,7 +15,7 @@ import json, re
 import pytest
 from conftest import NBS, ROOT
 
-_check = re.compile(r"^\s*(test_\w*\(|assert\b)", re.M)
+_check = re.compile(r"(^\s*|[:;]\s*)(test_\w*\(|assert\b)", re.M)  # also after `with ...:` or `;`
 _hidden = re.compile(r"^#\|\s*(code-fold:\s*(true|show)|echo:\s*false|hide\s*$|hide_input|include:\s*false)",
                      re.M | re.I)
 _heading = re.compile(r"^#{1,6} (.+)$", re.M)
@@ -49,7 +50,7 @@ def test_rule_itself(tmp_path):
     code = lambda s: {"cell_type": "code", "source": s}
     nb = {"cells": [md("## A"), code("x = 1\ntest_eq(x, 1)"), code("  assert x"), code("#| code-fold: true\nassert x"),
                     md("```python\n# not a heading\n```"), code("#| echo: false\ntest_close(1, 1)"),
-                    code("y = 2  # no check"), md("## B\ntext"), code("test_eq(1, 1)"),
+                    code("y = 2  # no check"), md("## B\ntext"), code("with x: test_eq(1, 1)"),
                     code("#| hide\nassert True"), code("assert_x = 3")]}
     assert visible_checks(nb["cells"]) == {"A": [2, 3], "B": [9]}
     p = tmp_path / "x.ipynb"
