@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Time txbook's MultiHeadAttention against torch.nn.MultiheadAttention, forward + backward, on the same shapes.
 
-usage: python bench/bench_mhsa.py [--reps 15] [--warmup 3] [--threads T] [--sizes 64 256 1024] [--device cpu]
+usage: python bench/bench_mhsa.py [--reps 15] [--warmup 3] [--threads T] [--sizes 64 256 1024] [--device cpu] [--breakdown]
 
 Both modules hold the same weights (`MultiHeadAttention.from_torch`). PyTorch is called with
 need_weights=False, the fair comparison: with need_weights=True it materialises and averages the (B, H, N, N)
@@ -11,6 +11,13 @@ with the two modules interleaved run by run so that machine noise hits both alik
 printed too: on a shared machine it is the estimate least disturbed by other work, and so is the median of the
 process CPU time (`time.process_time`, all threads), which other processes on the machine inflate less than
 the wall-clock time. The target of issue 8 is a median ratio <= 0.9 at every N.
+
+With --breakdown, each N is also profiled (torch.profiler, a few steps per module) and the self time of every
+operator is sorted into three bins: the attention kernel (`aten::_scaled_dot_product*`, forward and backward,
+with the operators it calls, such as the zeroing of its gradient buffers), the matrix products of the four projections (`aten::mm`, `addmm`, `bmm`) and everything else (copies, fills,
+additions, autograd bookkeeping). Both modules run the same attention kernel on the same shapes and the same
+projection products, so `floor` = (ours' kernel + products) / PyTorch's total is the best ratio any module
+that computes this layer in float32 with these kernels could reach: the one whose "everything else" is zero.
 """
 import argparse, os, statistics, time
 import torch
@@ -46,6 +53,34 @@ def bench(B, N, D, H, reps, warmup, device):
     return {k: (statistics.median(v), min(v), statistics.median(cpu[k])) for k, v in times.items()}
 
 
+def breakdown(B, N, D, H, steps, device):
+    "Self time per step (ms) of each module in three bins: attention kernel, matrix products, the rest"
+    from torch.profiler import profile, ProfilerActivity
+    torch.manual_seed(0)
+    ref = nn.MultiheadAttention(D, H, batch_first=True).to(device)
+    ours = MultiHeadAttention.from_torch(ref).to(device)
+    x = torch.randn(B, N, D, device=device, requires_grad=True)
+    fns = {'ours': lambda t: ours(t), 'torch': lambda t: ref(t, t, t, need_weights=False)[0]}
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if x.is_cuda else [])
+    out = {}
+    for k, fn in fns.items():
+        for _ in range(2): step(fn, x)                                  # warm-up
+        with profile(activities=acts) as prof:
+            for _ in range(steps): step(fn, x)
+        bins, total = {'attention': 0.0, 'products': 0.0}, 0.0
+        for e in prof.key_averages():
+            own = (e.self_device_time_total if x.is_cuda else e.self_cpu_time_total) / 1e3 / steps
+            total += own                                                # ms per step
+            if e.key.startswith('aten::_scaled_dot_product'):           # the kernel, fwd and bwd,
+                bins['attention'] += (e.device_time_total if x.is_cuda  # with what it calls
+                                      else e.cpu_time_total) / 1e3 / steps  # (zeroing its grads)
+            elif e.key in ('aten::mm', 'aten::addmm', 'aten::bmm'):
+                bins['products'] += own
+        bins['rest'] = total - bins['attention'] - bins['products']
+        out[k] = bins
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     ap.add_argument('--reps', type=int, default=15)
@@ -56,6 +91,8 @@ def main():
     ap.add_argument('--d-model', type=int, default=256)
     ap.add_argument('--heads', type=int, default=8)
     ap.add_argument('--device', default='cpu')
+    ap.add_argument('--breakdown', action='store_true',
+                    help='also profile each N: time in the attention kernel, the products, the rest')
     a = ap.parse_args()
     if a.threads: torch.set_num_threads(a.threads)
     print(f"torch {torch.__version__}, device {a.device}, threads {torch.get_num_threads()}, load average "
@@ -71,6 +108,18 @@ def main():
         ratios.append(om / tm)
         print(f"{N:>6} {1e3 * om:>9.2f} {1e3 * tm:>9.2f} {om / tm:>7.3f}   {1e3 * on:>9.2f} {1e3 * tn:>9.2f} "
               f"{on / tn:>7.3f}   {oc / tc:>9.3f}", flush=True)
+    if a.breakdown:
+        print(f"\nself time per step (ms), profiled over 5 steps each; floor = (ours' attention + products)"
+              f" / PyTorch's total")
+        print(f"{'N':>6} {'module':>7} {'attention':>10} {'products':>9} {'rest':>7} {'total':>8}"
+              f" {'floor':>7}")
+        for N in a.sizes:
+            b = breakdown(a.batch, N, a.d_model, a.heads, 5, a.device)
+            floor = (b['ours']['attention'] + b['ours']['products']) / sum(b['torch'].values())
+            for k in ('ours', 'torch'):
+                v = b[k]
+                print(f"{N:>6} {k:>7} {v['attention']:>10.1f} {v['products']:>9.1f} {v['rest']:>7.1f}"
+                      f" {sum(v.values()):>8.1f} " + (f"{floor:>7.3f}" if k == 'ours' else ''), flush=True)
     ok = all(r <= 0.9 for r in ratios)
     print(f"target: median ratio <= 0.9 at every N: {'met' if ok else 'NOT met'} "
           f"(worst {max(ratios):.3f}); load average now {os.getloadavg()[0]:.1f}")
