@@ -54,6 +54,8 @@ def main():
     ap.add_argument('--dataset', choices=list(CONFIGS), required=True)
     ap.add_argument('--epochs', type=int, default=None, help='default: the full configuration')
     ap.add_argument('--train-limit', type=int, default=None, help='use only the first N training images (smoke tests)')
+    ap.add_argument('--test-limit', type=int, default=None,
+                    help='evaluate on the first N test images only (smoke tests; never for a reported accuracy)')
     ap.add_argument('--batch-size', type=int, default=None)
     ap.add_argument('--lr', type=float, default=None)
     ap.add_argument('--device', default=None, help='default: cuda, then mps, then cpu')
@@ -77,6 +79,10 @@ def main():
     if a.train_limit is not None:
         if not 0 < a.train_limit <= len(xtr): raise SystemExit(f"--train-limit must be in 1..{len(xtr)}, got {a.train_limit}")
         xtr, ytr = xtr[:a.train_limit], ytr[:a.train_limit]
+    if a.test_limit is not None:
+        if not 0 < a.test_limit <= len(xte):
+            raise SystemExit(f"--test-limit must be in 1..{len(xte)}, got {a.test_limit}")
+        xte, yte = xte[:a.test_limit], yte[:a.test_limit]
     x = xtr.float() / 255
     mean, std = x.mean(dim=(0, 2, 3), keepdim=True), x.std(dim=(0, 2, 3), keepdim=True)   # from the training set
     prep = lambda t: ((t.float() / 255 - mean) / std).to(device)
@@ -117,7 +123,7 @@ def main():
     on = f"{world} x {res['gpu'] or device.type}" if world > 1 else (res['gpu'] or device)
     say(f"RESULT {a.dataset}: test accuracy {acc:.4f}, wall time {wall:.1f} s ({what}), "
         f"{n_seen / wall:.0f} training images/s, {len(xte) / eval_s:.0f} test images/s on {on}")
-    full = a.train_limit is None and epochs == CONFIGS[a.dataset]['epochs']
+    full = a.train_limit is None and a.test_limit is None and epochs == CONFIGS[a.dataset]['epochs']
     say(f"goal {GOALS[a.dataset]:.1%}: " + (('met' if acc >= GOALS[a.dataset] else 'NOT met') if full
                                            else 'not applicable (not the full configuration)'))
     if a.json and rank == 0:
