@@ -216,7 +216,7 @@ def linear_probe(f_train:Tensor,  # (n, F) features
     K = int(max(y_train.max(), y_test.max())) + 1
     Y = F.one_hot(y_train, K).double()                                      # (n, K)
     y_mean = Y.mean(0)                                                      # unpenalised intercept
-    A = X.T @ X + ridge * torch.eye(X.shape[1], dtype=X.dtype)              # (F, F)
+    A = X.T @ X + ridge * torch.eye(X.shape[1], dtype=X.dtype, device=X.device)   # (F, F)
     W = torch.linalg.solve(A, X.T @ (Y - y_mean))                           # (F, K)
     pred = (Xt @ W + y_mean).argmax(-1)                                     # (m,)
     return (pred == y_test).double().mean().item()
