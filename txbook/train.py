@@ -1,4 +1,4 @@
-"""One small, readable loop for every model in the book: AdamW, warmup and cosine decay, label smoothing, gradient clipping, bf16 on a GPU, checkpoints that resume a run bit for bit, and data-parallel training on several devices.
+"""One small, readable loop for every model in the book: AdamW, warmup and cosine decay, label smoothing, gradient clipping, mixed precision on a GPU, checkpoints that resume a run bit for bit, and data-parallel training on several devices.
 
 Docs: https://txbook.github.io/txbook/nbs/train.html.md"""
 
@@ -6,7 +6,7 @@ Docs: https://txbook.github.io/txbook/nbs/train.html.md"""
 
 # %% ../nbs/00c_train.ipynb #bf33dfdc
 from __future__ import annotations
-import contextlib, itertools, json, math, os, tempfile, time
+import contextlib, itertools, json, math, os, tempfile, time, warnings
 from pathlib import Path
 from functools import partial
 from typing import Callable
@@ -21,8 +21,9 @@ from fastprogress.fastprogress import progress_bar
 from .core import default_device
 
 # %% auto #0
-__all__ = ['warmup_cosine', 'classification_loss', 'accuracy', 'make_optimizer', 'autocast', 'save_checkpoint', 'load_checkpoint',
-           'rank_world', 'setup_distributed', 'shard', 'evaluate', 'predict', 'fit', 'plot_history']
+__all__ = ['warmup_cosine', 'classification_loss', 'accuracy', 'make_optimizer', 'amp_dtype', 'autocast', 'grad_scaler',
+           'save_checkpoint', 'load_checkpoint', 'rank_world', 'setup_distributed', 'shard', 'evaluate', 'predict',
+           'fit', 'plot_history']
 
 # %% ../nbs/00c_train.ipynb #15317844
 def warmup_cosine(step:int,               # t, the optimiser step (from 0)
@@ -57,12 +58,33 @@ def make_optimizer(model:nn.Module, *, lr:float, weight_decay:float=0.05,
               {'params': [p for p in params if p.ndim < 2], 'weight_decay': 0.0}]
     return torch.optim.AdamW(groups, lr=lr, betas=betas)
 
-def autocast(device:torch.device) -> torch.autocast:
-    "bf16 autocast on a CUDA GPU that supports bf16 (Ampere or newer), a no-op context elsewhere"
+def amp_dtype(device:torch.device) -> torch.dtype|None:
+    "Autocast's 16-bit type by default: bf16 from Ampere on, fp16 on Volta/Turing (T4), else None"
     # compute capability >= 8: native bf16 (is_bf16_supported() says yes to slow emulation on a T4)
-    on = (device.type == 'cuda' and torch.cuda.is_available()
-          and torch.cuda.get_device_capability(device)[0] >= 8)
-    return torch.autocast('cuda', dtype=torch.bfloat16, enabled=on)
+    if device.type != 'cuda' or not torch.cuda.is_available(): return None
+    major = torch.cuda.get_device_capability(device)[0]
+    return torch.bfloat16 if major >= 8 else torch.float16 if major >= 7 else None
+
+_PRECISION = {'fp32': None, 'bf16': torch.bfloat16, 'fp16': torch.float16}
+
+def _amp(device:torch.device, precision:str) -> torch.dtype|None:
+    "The 16-bit type of `precision` ('auto', 'fp32', 'bf16' or 'fp16') on `device`"
+    if precision == 'auto': return amp_dtype(device)
+    if precision not in _PRECISION:
+        raise ValueError(f"precision must be 'auto', 'fp32', 'bf16' or 'fp16', got {precision!r}")
+    return _PRECISION[precision]
+
+def autocast(device:torch.device,
+             precision:str='auto',   # 'auto' (`amp_dtype`), 'fp32' (off), 'bf16' or 'fp16'
+            ) -> torch.autocast:
+    "Autocast to the 16-bit type `precision` picks on `device`; a no-op context for float32"
+    d = _amp(device, precision)
+    return torch.autocast(device.type if d else 'cpu', dtype=d or torch.bfloat16, enabled=bool(d))
+
+def grad_scaler(device:torch.device, precision:str='auto') -> torch.amp.GradScaler:
+    "Loss scaling when `precision` means fp16 on `device`; else a disabled scaler (a pass-through)"
+    on = _amp(device, precision) == torch.float16
+    return torch.amp.GradScaler(device.type if on else 'cpu', enabled=on)
 
 # %% ../nbs/00c_train.ipynb #a4fe6051
 def _rng_state() -> dict[str, Tensor]:
@@ -162,7 +184,8 @@ def shard(batch:tuple[Tensor, ...],   # a global batch: tensors with the same fi
 
 # %% ../nbs/00c_train.ipynb #be618e12
 @torch.no_grad()
-def evaluate(model:nn.Module, dl, *, device=None, loss_fn:Callable|None=None) -> dict:
+def evaluate(model:nn.Module, dl, *, device=None, loss_fn:Callable|None=None,
+             precision:str='auto') -> dict:
     "Mean loss and accuracy of `model` over `dl` (eval mode); torchrun: each rank takes shards"
     device = device or next(model.parameters()).device
     loss_fn = loss_fn or classification_loss
@@ -173,7 +196,7 @@ def evaluate(model:nn.Module, dl, *, device=None, loss_fn:Callable|None=None) ->
         xb, yb = shard(batch, rank, world) if world > 1 else batch
         if len(yb) == 0: continue                          # a last batch with fewer rows than ranks
         xb, yb = xb.to(device), yb.to(device)
-        with autocast(device): logits = model(xb)
+        with autocast(device, precision): logits = model(xb)
         k = yb.numel()
         tot_loss += loss_fn(logits, yb).item() * k; tot_correct += accuracy(logits, yb) * k; n += k
     model.train(was_training)
@@ -184,13 +207,15 @@ def evaluate(model:nn.Module, dl, *, device=None, loss_fn:Callable|None=None) ->
     return {'loss': tot_loss / n, 'accuracy': tot_correct / n}
 
 @torch.no_grad()
-def predict(model:nn.Module, x:Tensor, *, batch_size:int=512, device=None) -> Tensor:
+def predict(model:nn.Module, x:Tensor, *, batch_size:int=512, device=None,
+            precision:str='auto') -> Tensor:
     "Logits of `model` for every row of `x`, computed in batches in eval mode, returned on the CPU"
     device = device or next(model.parameters()).device
     was_training = model.training; model.eval()
     out = []
     for i in range(0, len(x), batch_size):
-        with autocast(device): out.append(model(x[i:i + batch_size].to(device)).float().cpu())
+        with autocast(device, precision):
+            out.append(model(x[i:i + batch_size].to(device)).float().cpu())
     model.train(was_training)
     return torch.cat(out)
 
@@ -204,6 +229,7 @@ def _step_grads(net:nn.Module,           # the model as trained: plain, DDP-wrap
                 ddp:DistributedDataParallel|None,
                 group:list[tuple[Tensor, Tensor]],   # the micro-batches of one step, global batches
                 loss_fn:Callable, device:torch.device, rank:int, world:int,
+                precision:str='auto', scaler:torch.amp.GradScaler|None=None,
                ) -> tuple[float, float]:  # loss and accuracy of the whole global batch
     "Accumulate in `.grad` the gradient of the mean loss over all micro-batches and all ranks"
     n_global = sum(len(yb) for _, yb in group)            # B: rows in the step's whole batch
@@ -218,11 +244,13 @@ def _step_grads(net:nn.Module,           # the model as trained: plain, DDP-wrap
         # DDP all-reduces in the backward pass; only the last micro-batch's backward needs it
         last = j == len(group) - 1
         with ddp.no_sync() if ddp is not None and not last else contextlib.nullcontext():
-            with autocast(device): logits = net(xb)
-            loss = loss_fn(logits, yb)
+            with autocast(device, precision):                 # the loss too, as PyTorch's
+                logits = net(xb)                              # AMP recipe does: autocast
+                loss = loss_fn(logits, yb)                    # runs cross-entropy in float32
             # DDP averages over ranks: R n_r / B makes it the batch mean (skipped when it is 1)
             scale = w * world
-            (loss if scale == 1 else loss * scale).backward()
+            scaled = loss if scale == 1 else loss * scale
+            (scaled if scaler is None else scaler.scale(scaled)).backward()   # S·loss for fp16
         loss_sum += w * loss.item(); acc_sum += w * accuracy(logits, yb)
     if world > 1:                                 # the metrics of the whole batch, not a shard
         sums = torch.tensor([loss_sum, acc_sum], dtype=torch.float64, device=device)
@@ -230,7 +258,7 @@ def _step_grads(net:nn.Module,           # the model as trained: plain, DDP-wrap
         loss_sum, acc_sum = sums.tolist()
     return loss_sum, acc_sum
 
-def _save(path, model, opt, sched, step:int, hist:dict, rank:int, world:int):
+def _save(path, model, opt, sched, step:int, hist:dict, rank:int, world:int, scaler=None):
     "Rank 0 writes the checkpoint, with the random state of every rank; the others wait"
     rng = None
     if world > 1:
@@ -239,8 +267,17 @@ def _save(path, model, opt, sched, step:int, hist:dict, rank:int, world:int):
         rng = {(k if r == 0 else k.replace('rng.', f'rng.rank{r}.', 1)): v
                for r, s in enumerate(states) for k, v in s.items()}
     if rank == 0:
-        save_checkpoint(path, model, opt, sched, step=step, meta={'history': hist}, rng=rng)
+        meta = {'history': hist}
+        if scaler is not None and scaler.is_enabled(): meta['grad_scaler'] = scaler.state_dict()
+        save_checkpoint(path, model, opt, sched, step=step, meta=meta, rng=rng)
     if world > 1: dist.barrier()                          # nobody reads a half-written file
+
+@contextlib.contextmanager
+def _schedule_after_skip():
+    "Silence PyTorch's warning when the schedule advances past a step fp16's scaler skipped"
+    with warnings.catch_warnings():
+        warnings.filterwarnings('ignore', message=r'Detected call of `lr_scheduler\.step\(\)`')
+        yield
 
 def _compile_problem(device:torch.device) -> str|None:
     "Why torch.compile's default backend (inductor) cannot run on `device` here; None if it can"
@@ -271,10 +308,12 @@ def fit(model:nn.Module, train_dl, valid_dl=None, *,
         verbose:bool=True,              # print one line per epoch
         accum_steps:int=1,              # loader batches per optimiser step (gradient accumulation)
         compile:bool=False,             # torch.compile (skipped, with a message, where it cannot)
+        precision:str='auto',           # 'auto' (`amp_dtype`), 'fp32', 'bf16', 'fp16' (loss-scaled)
        ) -> dict:   # per step: 'loss', 'acc', 'lr'; per epoch: 'train_loss', 'valid_acc', ...
-    "AdamW, warmup + cosine, label smoothing, clipping, bf16 on GPUs; resumable; data-parallel"
+    "AdamW, warmup + cosine, label smoothing, clipping, mixed precision; resumable; data-parallel"
     if accum_steps < 1: raise ValueError(f"accum_steps must be >= 1, got {accum_steps}")
     device = setup_distributed(device)                    # under torchrun: join the process group
+    scaler = grad_scaler(device, precision)               # fp16 only; a pass-through otherwise
     rank, world = rank_world()
     model.to(device).train()
     # `model` stays the plain module (checkpoints, evaluation); `net` is what the steps run
@@ -293,12 +332,16 @@ def fit(model:nn.Module, train_dl, valid_dl=None, *,
     factor = lambda t: warmup_cosine(t, total=total, warmup=n_warm)     # η_t / η
     sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
     keys = ('loss', 'acc', 'lr', 'train_loss', 'train_acc', 'valid_loss', 'valid_acc')
+    keys += ('loss_scale',) if scaler.is_enabled() else ()      # S before each step (fp16)
     hist = {k: [] for k in keys}
     step = 0
     if checkpoint is not None and Path(checkpoint).exists():
         info = load_checkpoint(checkpoint, model, opt, sched, rank=rank)
         step, hist = info['step'], info['meta']['history']
-    save = lambda: checkpoint and _save(checkpoint, model, opt, sched, step, hist, rank, world)
+        if scaler.is_enabled() and 'grad_scaler' in info['meta']:
+            scaler.load_state_dict(info['meta']['grad_scaler'])
+    save = lambda: checkpoint and _save(checkpoint, model, opt, sched, step, hist, rank, world,
+                                        scaler)
     progress = (not os.environ.get('IN_TEST')) if progress is None else progress
     progress, verbose = progress and rank == 0, verbose and rank == 0      # one process reports
     stop = total if max_steps is None else min(total, max_steps)
@@ -312,16 +355,23 @@ def fit(model:nn.Module, train_dl, valid_dl=None, *,
         groups = itertools.islice(_groups(train_dl, accum_steps), n_now)
         for group in (progress_bar(groups, total=n_now, leave=False) if progress else groups):
             opt.zero_grad(set_to_none=True)
-            loss, acc = _step_grads(net, ddp, group, loss_fn, device, rank, world)
+            loss, acc = _step_grads(net, ddp, group, loss_fn, device, rank, world, precision,
+                                    scaler)
+            if scaler.is_enabled(): hist.setdefault('loss_scale', []).append(scaler.get_scale())
+            scaler.unscale_(opt)                          # g = (S g) / S; no-op unless fp16
             if grad_clip is not None: nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-            hist['lr'].append(opt.param_groups[0]['lr']); opt.step(); sched.step(); step += 1
+            hist['lr'].append(opt.param_groups[0]['lr'])
+            scaler.step(opt)                              # opt.step(), skipped if g has inf/NaN
+            scaler.update()
+            with _schedule_after_skip(): sched.step()     # a skipped step still counts
+            step += 1
             hist['loss'].append(loss); hist['acc'].append(acc)
             if checkpoint_every and step % checkpoint_every == 0: save()
         if step % per_epoch == 0:                                   # a whole epoch is done
             hist['train_loss'].append(sum(hist['loss'][-per_epoch:]) / per_epoch)
             hist['train_acc'].append(sum(hist['acc'][-per_epoch:]) / per_epoch)
             if valid_dl is not None:                        # all ranks: evaluate all-reduces
-                ev = evaluate(model, valid_dl, device=device, loss_fn=loss_fn)
+                ev = evaluate(model, valid_dl, device=device, loss_fn=loss_fn, precision=precision)
                 hist['valid_loss'].append(ev['loss']); hist['valid_acc'].append(ev['accuracy'])
             msg = (f"epoch {epoch + 1}/{epochs}: train loss {hist['train_loss'][-1]:.4f}, "
                    f"acc {hist['train_acc'][-1]:.4f}")
