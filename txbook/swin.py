@@ -149,6 +149,7 @@ class SwinBlock(nn.Module):
         if not 0 <= shift < window:
             raise ValueError(f"shift {shift} must be in 0..{window - 1} (window {window})")
         self.window, self.shift = window, shift
+        self._masks = {}       # (h, w, device) -> the shifted-window mask, built once
         self.norm1 = nn.LayerNorm(d_model, eps=norm_eps)
         self.attn = WindowAttention(d_model, n_heads, window, qkv_bias=qkv_bias, rel_pos=rel_pos,
                                     attn_dropout=attn_dropout)
@@ -165,7 +166,12 @@ class SwinBlock(nn.Module):
         x = F.pad(x, (0, 0, 0, -w % G, 0, -h % G))  # zero tokens at the right and bottom
         hp, wp = x.shape[1:3]
         if s: x = torch.roll(x, shifts=(-s, -s), dims=(1, 2))
-        mask = shifted_window_mask(hp, wp, G, s).to(x.device) if s else None   # (nW, G², G²)
+        mask = None
+        if s:                                    # the same grid always gets the same mask
+            key = (hp, wp, x.device)
+            if key not in self._masks:
+                self._masks[key] = shifted_window_mask(hp, wp, G, s).to(x.device)
+            mask = self._masks[key]                                      # (nW, G², G²)
         y = self.attn(window_partition(x, G), mask)              # (B·nW, G², D)
         y = window_reverse(y, G, hp, wp)                         # (B, hp, wp, D)
         if s: y = torch.roll(y, shifts=(s, s), dims=(1, 2))
