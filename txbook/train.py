@@ -58,9 +58,10 @@ def make_optimizer(model:nn.Module, *, lr:float, weight_decay:float=0.05,
               {'params': [p for p in params if p.ndim < 2], 'weight_decay': 0.0}]
     return torch.optim.AdamW(groups, lr=lr, betas=betas)
 
-def amp_dtype(device:torch.device) -> torch.dtype|None:
+def amp_dtype(device:torch.device|str) -> torch.dtype|None:
     "Autocast's 16-bit type by default: bf16 from Ampere on, fp16 on Volta/Turing (T4), else None"
     # compute capability >= 8: native bf16 (is_bf16_supported() says yes to slow emulation on a T4)
+    device = torch.device(device)
     if device.type != 'cuda' or not torch.cuda.is_available(): return None
     major = torch.cuda.get_device_capability(device)[0]
     return torch.bfloat16 if major >= 8 else torch.float16 if major >= 7 else None
@@ -74,16 +75,16 @@ def _amp(device:torch.device, precision:str) -> torch.dtype|None:
         raise ValueError(f"precision must be 'auto', 'fp32', 'bf16' or 'fp16', got {precision!r}")
     return _PRECISION[precision]
 
-def autocast(device:torch.device,
+def autocast(device:torch.device|str,
              precision:str='auto',   # 'auto' (`amp_dtype`), 'fp32' (off), 'bf16' or 'fp16'
             ) -> torch.autocast:
     "Autocast to the 16-bit type `precision` picks on `device`; a no-op context for float32"
-    d = _amp(device, precision)
+    device, d = torch.device(device), _amp(device, precision)
     return torch.autocast(device.type if d else 'cpu', dtype=d or torch.bfloat16, enabled=bool(d))
 
-def grad_scaler(device:torch.device, precision:str='auto') -> torch.amp.GradScaler:
+def grad_scaler(device:torch.device|str, precision:str='auto') -> torch.amp.GradScaler:
     "Loss scaling when `precision` means fp16 on `device`; else a disabled scaler (a pass-through)"
-    on = _amp(device, precision) == torch.float16
+    device, on = torch.device(device), _amp(device, precision) == torch.float16
     return torch.amp.GradScaler(device.type if on else 'cpu', enabled=on)
 
 # %% ../nbs/00c_train.ipynb #a4fe6051
