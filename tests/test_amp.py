@@ -1,0 +1,96 @@
+"""Every model family of the book trains under `fit(precision=...)` in float16 and bfloat16.
+
+On a GPU `fit` autocasts to bfloat16 (Ampere and newer) or to float16 with loss scaling (Volta, Turing: Colab's
+T4); no GPU runs these tests, but autocast and PyTorch's GradScaler also run on the CPU, so this is where a
+dtype mismatch in the book's own modules (a float32 mask or bias added to 16-bit logits, a position label in
+the wrong type, a loss computed in 16 bits) shows. Each model takes two optimiser steps on random data at each
+precision; the losses must be finite, the weights must change and stay finite, and the first 16-bit loss
+must be close to the float32 one (the same weights, the same batch).
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from txbook.core import seed_everything
+from txbook.data import TensorLoader
+from txbook.heads import GPT, GPTConfig, SequenceClassifier, lm_loss
+from txbook.poslabels import APLHead, PositionLabelViT, RPLHead
+from txbook.swin import Swin
+from txbook.train import fit
+from txbook.vit import ViT
+
+
+def vit(**kw):
+    return ViT(img_size=16, patch_size=4, in_chans=1, n_classes=5, d_model=32, depth=2, n_heads=4, **kw)
+
+
+def images():
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(16, 1, 16, 16, generator=g), torch.randint(0, 5, (16,), generator=g)
+
+
+def poslabel(**heads):
+    def make():
+        v = vit(pos='none')
+        made = {k: cls(32, grid=(4, 4), kind=kind) for k, (cls, kind) in heads.items()}
+        return PositionLabelViT(v, **made)
+    return make
+
+
+def tokens():
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 11, (16, 9), generator=g)
+    return ids[:, :-1], ids[:, 1:]
+
+
+def vectors():
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(16, 6, 3, generator=g), torch.randint(0, 4, (16,), generator=g)
+
+
+# name -> (model factory, data, loss_fn or None: the model's own `loss` if it has one, else fit's default)
+MODELS = {
+    'vit-cls': (lambda: vit(pool='cls'), images, None),
+    'vit-mean': (lambda: vit(pool='mean'), images, None),
+    'poslabels-apl-regress': (poslabel(apl=(APLHead, 'regress')), images, 'own'),
+    'poslabels-apl-classify+rpl-classify': (poslabel(apl=(APLHead, 'classify'),
+                                                     rpl=(RPLHead, 'classify')), images, 'own'),
+    'poslabels-rpl-regress': (poslabel(rpl=(RPLHead, 'regress')), images, 'own'),
+    'swin': (lambda: Swin(img_size=16, patch_size=2, in_chans=1, n_classes=5, d_model=16,
+                          depths=(2, 2), n_heads=(2, 4), window=4), images, None),
+    'gpt': (lambda: GPT(GPTConfig(vocab_size=11, block_size=8, depth=2, n_heads=2, d_model=32,
+                                  dropout=0.0)), tokens, lm_loss),
+    'sequence-classifier': (lambda: SequenceClassifier(3, 4, n_tokens=6, d_model=16, n_heads=2),
+                            vectors, None),
+}
+
+
+def run(name, precision):
+    make, data, loss_fn = MODELS[name]
+    seed_everything(0)
+    model = make()
+    if loss_fn == 'own': loss_fn = model.loss
+    w0 = [p.detach().clone() for p in model.parameters()]
+    x, y = data()
+    dl = TensorLoader(x, y, batch_size=8)
+    hist = fit(model, dl, epochs=1, lr=1e-3, warmup=0, device='cpu', precision=precision,
+               loss_fn=loss_fn, progress=False, verbose=False)
+    return model, w0, hist
+
+
+@pytest.mark.parametrize('precision', ['fp16', 'bf16'])
+@pytest.mark.parametrize('name', list(MODELS))
+def test_trains_in_16_bits(name, precision):
+    _, _, h32 = run(name, 'fp32')
+    model, w0, hist = run(name, precision)
+    assert len(hist['loss']) == 2 and all(torch.isfinite(torch.tensor(hist['loss']))), hist['loss']
+    params = list(model.parameters())
+    assert all(p.dtype == torch.float32 for p in params)            # autocast keeps float32 weights
+    assert all(torch.isfinite(p).all() for p in params), f"{name}: non-finite weights"
+    assert ('loss_scale' in hist) == (precision == 'fp16')          # only float16 is loss-scaled
+    changed = sum(not torch.equal(a, b) for a, b in zip(params, w0))
+    assert changed >= len(params) // 2, f"{name}: only {changed} of {len(params)} tensors moved"
+    # the first loss: same weights and batch, 16-bit rounding only (bf16 keeps 8 bits of mantissa)
+    tol = 0.02 if precision == 'fp16' else 0.1
+    assert abs(hist['loss'][0] - h32['loss'][0]) < tol * max(1.0, abs(h32['loss'][0])), \
+        (name, hist['loss'][0], h32['loss'][0])
