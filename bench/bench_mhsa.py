@@ -34,12 +34,18 @@ def step(fn, x):
     return time.perf_counter() - t0, time.process_time() - c0
 
 
-def bench(B, N, D, H, reps, warmup, device):
+def setup(B, N, D, H, device):
+    "PyTorch's layer, ours with the same weights, an input, and the two calls to time"
     torch.manual_seed(0)
     ref = nn.MultiheadAttention(D, H, batch_first=True).to(device)
     ours = MultiHeadAttention.from_torch(ref).to(device)
     x = torch.randn(B, N, D, device=device, requires_grad=True)
     fns = {'ours': lambda t: ours(t), 'torch': lambda t: ref(t, t, t, need_weights=False)[0]}
+    return ref, ours, x, fns
+
+
+def bench(B, N, D, H, reps, warmup, device):
+    ref, ours, x, fns = setup(B, N, D, H, device)
     with torch.no_grad(): assert torch.allclose(fns['ours'](x), fns['torch'](x), atol=1e-5), "outputs differ"
     times = {k: [] for k in fns}
     cpu = {k: [] for k in fns}
@@ -56,11 +62,7 @@ def bench(B, N, D, H, reps, warmup, device):
 def breakdown(B, N, D, H, steps, device):
     "Self time per step (ms) of each module in three bins: attention kernel, matrix products, the rest"
     from torch.profiler import profile, ProfilerActivity
-    torch.manual_seed(0)
-    ref = nn.MultiheadAttention(D, H, batch_first=True).to(device)
-    ours = MultiHeadAttention.from_torch(ref).to(device)
-    x = torch.randn(B, N, D, device=device, requires_grad=True)
-    fns = {'ours': lambda t: ours(t), 'torch': lambda t: ref(t, t, t, need_weights=False)[0]}
+    _, _, x, fns = setup(B, N, D, H, device)
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if x.is_cuda else [])
     out = {}
     for k, fn in fns.items():

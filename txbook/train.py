@@ -230,7 +230,7 @@ def _step_grads(net:nn.Module,           # the model as trained: plain, DDP-wrap
                 ddp:DistributedDataParallel|None,
                 group:list[tuple[Tensor, Tensor]],   # the micro-batches of one step, global batches
                 loss_fn:Callable, device:torch.device, rank:int, world:int,
-                precision:str='auto', scaler:torch.amp.GradScaler|None=None,
+                precision:str, scaler:torch.amp.GradScaler,  # a disabled scaler unless fp16
                ) -> tuple[float, float]:  # loss and accuracy of the whole global batch
     "Accumulate in `.grad` the gradient of the mean loss over all micro-batches and all ranks"
     n_global = sum(len(yb) for _, yb in group)            # B: rows in the step's whole batch
@@ -251,7 +251,7 @@ def _step_grads(net:nn.Module,           # the model as trained: plain, DDP-wrap
             # DDP averages over ranks: R n_r / B makes it the batch mean (skipped when it is 1)
             scale = w * world
             scaled = loss if scale == 1 else loss * scale
-            (scaled if scaler is None else scaler.scale(scaled)).backward()   # S·loss for fp16
+            scaler.scale(scaled).backward()               # S·loss for fp16, else the loss
         loss_sum += w * loss.item(); acc_sum += w * accuracy(logits, yb)
     if world > 1:                                 # the metrics of the whole batch, not a shard
         sums = torch.tensor([loss_sum, acc_sum], dtype=torch.float64, device=device)
@@ -259,7 +259,7 @@ def _step_grads(net:nn.Module,           # the model as trained: plain, DDP-wrap
         loss_sum, acc_sum = sums.tolist()
     return loss_sum, acc_sum
 
-def _save(path, model, opt, sched, step:int, hist:dict, rank:int, world:int, scaler=None):
+def _save(path, model, opt, sched, step:int, hist:dict, rank:int, world:int, scaler):
     "Rank 0 writes the checkpoint, with the random state of every rank; the others wait"
     rng = None
     if world > 1:
@@ -269,7 +269,7 @@ def _save(path, model, opt, sched, step:int, hist:dict, rank:int, world:int, sca
                for r, s in enumerate(states) for k, v in s.items()}
     if rank == 0:
         meta = {'history': hist}
-        if scaler is not None and scaler.is_enabled(): meta['grad_scaler'] = scaler.state_dict()
+        if scaler.is_enabled(): meta['grad_scaler'] = scaler.state_dict()
         save_checkpoint(path, model, opt, sched, step=step, meta=meta, rng=rng)
     if world > 1: dist.barrier()                          # nobody reads a half-written file
 
@@ -333,7 +333,6 @@ def fit(model:nn.Module, train_dl, valid_dl=None, *,
     factor = lambda t: warmup_cosine(t, total=total, warmup=n_warm)     # η_t / η
     sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
     keys = ('loss', 'acc', 'lr', 'train_loss', 'train_acc', 'valid_loss', 'valid_acc')
-    keys += ('loss_scale',) if scaler.is_enabled() else ()      # S before each step (fp16)
     hist = {k: [] for k in keys}
     step = 0
     if checkpoint is not None and Path(checkpoint).exists():
