@@ -12,8 +12,8 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['default_device', 'seed_everything', 'is_quick', 'sized', 'torch_threads', 'in_colab', 'book_setup', 'BookDocRenderer',
-           'show_doc']
+__all__ = ['SIZES', 'default_device', 'seed_everything', 'size_reason', 'size', 'is_quick', 'sized', 'size_note', 'budget_holds',
+           'format_value', 'report', 'torch_threads', 'in_colab', 'book_setup', 'BookDocRenderer', 'show_doc']
 
 # %% ../nbs/00_core.ipynb #dcce9096
 def default_device() -> torch.device:
@@ -33,19 +33,86 @@ def seed_everything(seed:int=42, # the seed for Python, NumPy and PyTorch (CPU a
     return seed
 
 # %% ../nbs/00_core.ipynb #4f022c14
-def is_quick() -> bool:
-    "True when chapters should use their small sizes: no CUDA GPU, or running under `nbdev-test`"
-    env = os.environ.get('TXBOOK_QUICK')
-    if env is not None and env.strip() != '':
-        return env.strip().lower() not in ('0', 'false', 'no', 'off')
-    if os.environ.get('IN_TEST'): return True
-    return not torch.cuda.is_available()
+SIZES = ('quick', 'smoke', 'full')
 
-def sized(quick, # the value to use in quick mode (CPU, tests)
-          full,  # the value to use at full size (GPU)
+def size_reason() -> tuple[str, str]:
+    "The size chapters run at, one of `SIZES`, and the reason, as `(size, why)`"
+    env = os.environ.get('TXBOOK_SIZE', '').strip().lower()
+    if env:
+        if env not in SIZES: raise ValueError(f"TXBOOK_SIZE={env!r}: expected one of {SIZES}")
+        return env, f'TXBOOK_SIZE={env}'
+    old = os.environ.get('TXBOOK_QUICK', '').strip()
+    if old:
+        quick = old.lower() not in ('0', 'false', 'no', 'off')
+        return ('quick' if quick else 'full'), f'TXBOOK_QUICK={old}'
+    if os.environ.get('IN_TEST'): return 'quick', 'IN_TEST is set: nbdev-test runs'
+    if torch.cuda.is_available():
+        return 'full', f'a CUDA GPU was found: {torch.cuda.get_device_name()}'
+    return 'quick', 'no CUDA GPU was found'
+
+def size() -> str:
+    "'quick' (CPU, tests), 'smoke' (full shapes, cut budgets) or 'full' (GPU): see `size_reason`"
+    return size_reason()[0]
+
+def is_quick() -> bool:
+    "True when chapters should use their small CPU sizes"
+    return size() == 'quick'
+
+def sized(quick, # the value at quick size (CPU, tests)
+          full,  # the value at full size (GPU); also at smoke size unless `smoke` is given
+          smoke=None, # a budget's cut value at smoke size (steps, epochs, seeds, images)
          ):
-    "Pick `quick` or `full` according to `is_quick()`"
-    return quick if is_quick() else full
+    "Pick `quick`, `full` or (at smoke size, when given) `smoke` according to `size()`"
+    s = size()
+    if s == 'quick': return quick
+    return smoke if s == 'smoke' and smoke is not None else full
+
+def size_note() -> str:
+    "The one line a chapter prints: which size it runs at, and why"
+    s, why = size_reason()
+    return f"txbook size: {s} ({why})"
+
+# %% ../nbs/00_core.ipynb #b7d0e5a2
+def budget_holds(what:str, # the check that needs the full budget, e.g. 'test accuracy >= 0.9'
+                ) -> bool:
+    "False at smoke size (cut budgets), after printing that the check `what` is skipped; else True"
+    if size() != 'smoke': return True
+    print(f"smoke size, budget cut: skipped the check {what}")
+    return False
+
+# %% ../nbs/00_core.ipynb #b7d0e5a5
+import json, math, statistics
+from pathlib import Path
+
+def format_value(value,          # a number, a string, or a list of numbers (one per seed)
+                 fmt:str='.4g',  # a format spec for the numbers, e.g. '.2%'
+                ) -> str:
+    "A value as the results tables show it: a list of numbers becomes mean ± std (n = …)"
+    if isinstance(value, str): return value
+    if isinstance(value, (list, tuple)):
+        if len(value) == 1: return format_value(value[0], fmt)
+        m, s = statistics.mean(value), statistics.stdev(value)
+        return f"{m:{fmt}} ± {s:{fmt}} (n = {len(value)})"
+    return f"{value:{fmt}}"
+
+def report(name:str,     # what is measured, e.g. 'test accuracy (Fashion-MNIST)'
+           value,        # a number, a string, or a list of numbers (one per seed)
+           fmt:str='.4g', # how to show the numbers
+          ):
+    "Print a headline figure; also record it in the JSON file `$TXBOOK_RESULTS` when that is set"
+    if hasattr(value, 'tolist'): value = value.tolist()            # tensors, NumPy arrays
+    if isinstance(value, (list, tuple)): value = [float(v) for v in value]
+    elif not isinstance(value, str): value = float(value)
+    if isinstance(value, float) and not math.isfinite(value) or \
+       isinstance(value, list) and not all(map(math.isfinite, value)):
+        raise ValueError(f"report({name!r}): {value} is not finite")
+    print(f"{name}: {format_value(value, fmt)}")
+    path = os.environ.get('TXBOOK_RESULTS', '').strip()
+    if not path: return
+    p = Path(path)
+    metrics = json.loads(p.read_text()) if p.exists() else {}
+    metrics[name] = {'value': value, 'fmt': fmt}
+    p.write_text(json.dumps(metrics, indent=1, ensure_ascii=False) + '\n')
 
 # %% ../nbs/00_core.ipynb #7673592e
 from contextlib import contextmanager
