@@ -33,7 +33,8 @@ book: install
 	$(BIN)/python tests/check_browser.py _build/html
 	@echo "site: _build/html/index.html"
 
-# Clean notebooks, package in sync with nbs/, every notebook under nbdev-test, the Colab simulation,
+# Clean notebooks, package in sync with nbs/, every notebook at quick size (saved for make book), the
+# Colab simulation at smoke size (full shapes, cut budgets),
 # the packaging checks, and the rest of the pytest suite.
 test: install
 	$(BIN)/python -m pytest

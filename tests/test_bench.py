@@ -28,6 +28,8 @@ CASES = [
      '|', True),
     ('bench_swin.py', ['ablation', '--n-train', '256', '--epochs', '1', '--seeds', '0',
                        '--width', '16', '--device', 'cpu'], '±', True),
+    ('bench_chargpt.py', ['--steps', '2', '--eval-every', '1', '--eval-iters', '1', '--depth', '1',
+                          '--width', '32', '--context', '16', '--device', 'cpu'], 'RESULT chargpt', True),
     ('bench_vit.py', ['--dataset', 'mnist', '--epochs', '1', '--train-limit', '128', '--test-limit',
                       '256', '--device', 'cpu'], 'RESULT mnist', True),
 ]

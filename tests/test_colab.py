@@ -1,9 +1,13 @@
-"""The Colab simulation: every chapter runs top to bottom in a fresh Colab-like runtime.
+"""The Colab simulation, and the smoke pass: every chapter runs top to bottom in a fresh Colab-like runtime,
+at smoke size (`TXBOOK_SIZE=smoke`: the full experiment's shapes and code paths, cut budgets).
 
 A new user opens a chapter in Colab: a runtime with Colab's preinstalled packages (no txbook, no nbdev, no
-einops/fastcore/fastprogress), `google.colab` already imported, no `../shared` folder and no GPU here. The
-chapter's hidden first cell must install the book's package at the book's version with pip, and everything
-after it must run. This test rebuilds that situation:
+einops/fastcore/fastprogress), `google.colab` already imported, no `../shared` folder, and a GPU, on which
+the chapters pick their full size. The chapter's hidden first cell must install the book's package at the
+book's version with pip, and everything after it must run. There is no GPU here, so the chapters run at
+smoke size: every line a GPU reader's full-size run executes, with the training budgets cut so that all the
+chapters fit in a few minutes of CPU. This is the only place CI runs the full-size code paths; the quick
+sizes run once, in tests/test_notebooks.py. This test rebuilds that situation:
 
 - the wheel is built from this tree into a temporary folder that pip sees through `PIP_FIND_LINKS`, so the
   first cell's `pip install txbook==<version>` resolves to it (its dependencies come from the registry);
@@ -19,8 +23,10 @@ after it must run. This test rebuilds that situation:
 - before each chapter, whatever the previous chapter's first cell installed is uninstalled again, so every
   chapter's own first cell does the install.
 
-Notebooks are found by glob, so new chapters are included. Quick sizes apply (no CUDA). `make colab` runs only
-this file; `make test` runs it with the rest.
+- `TXBOOK_SIZE=smoke` in the kernel's environment; the last cell checks that the chapter saw it.
+
+Notebooks are found by glob, so new chapters are included. `make colab` runs only this file; `make test`
+runs it with the rest.
 """
 import json, os, shutil, subprocess, sys, time
 from pathlib import Path
@@ -38,9 +44,11 @@ sys.path.insert(0, str(ROOT / "tools"))
 from fetch_data import FILES as DATASETS   # the datasets the chapters read: name -> (file, urls, sha256)
 CELL_TIMEOUT = 900
 # The last cell appended to each chapter: proof that the run was the simulated Colab one
-PROBE = """import sys, txbook, json
+PROBE = """import sys, txbook, json, txbook.core
 print(json.dumps({'colab': 'google.colab' in sys.modules, 'txbook': txbook.__file__,
-                  'version': txbook.__version__, 'nbdev': 'nbdev' in sys.modules}))"""
+                  'version': txbook.__version__, 'nbdev': 'nbdev' in sys.modules,
+                  'size': txbook.core.size()}))"""
+SIZE = "smoke"   # the size the simulated runtime runs the chapters at (a Colab GPU reader's: full)
 
 
 def _run(*args, **kw):
@@ -101,9 +109,10 @@ def colab(tmp_path_factory):
     home = base / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items()
-           if k not in ("TXBOOK_DATA", "TXBOOK_CACHE", "TXBOOK_QUICK", "IN_TEST", "MPLBACKEND",
-                        "PYTHONPATH", "VIRTUAL_ENV", "JUPYTER_PATH", "HF_HOME", "HF_HUB_CACHE")}
-    env.update(HOME=str(home), IPYTHONDIR=str(ipython), HF_HUB_OFFLINE="1", HF_HOME=str(base / "hf"),
+           if k not in ("TXBOOK_DATA", "TXBOOK_CACHE", "TXBOOK_QUICK", "TXBOOK_SIZE", "TXBOOK_RESULTS",
+                        "IN_TEST", "MPLBACKEND", "PYTHONPATH", "VIRTUAL_ENV", "JUPYTER_PATH", "HF_HOME",
+                        "HF_HUB_CACHE") and not k.startswith("PYTEST_")}
+    env.update(TXBOOK_SIZE=SIZE, HOME=str(home), IPYTHONDIR=str(ipython), HF_HUB_OFFLINE="1", HF_HOME=str(base / "hf"),
                PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
                PIP_FIND_LINKS=" ".join([str(wheels)] + os.environ.get("PIP_FIND_LINKS", "").split()),
                # keep pip's cache outside the fresh HOME: the registry downloads are not what is tested
@@ -117,7 +126,9 @@ def _dataset_files():
     "Where this machine has each dataset file (shared data or the cache; never downloads): {(name, file): path}"
     from txbook.data import _locate
     try: return {(n, f): _locate(n, f, [], sha) for n, files in DATASETS.items() for f, _, sha in files}
-    except FileNotFoundError as e: pytest.skip(f"datasets missing here (run tools/fetch_data.py): {e}")
+    except FileNotFoundError as e:   # a developer's machine may skip; CI must not lose the smoke pass
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(
+            f"datasets missing here (run tools/fetch_data.py): {e}")
 
 
 def _prefill_cache(home, sources):
@@ -163,12 +174,13 @@ def test_chapter_runs_in_colab(colab, path):
     finally:
         write(nb, work / f"{path.stem}.executed.ipynb", version=NO_CONVERT)
         if km.has_kernel: km.shutdown_kernel(now=True)   # nbclient leaves a kernel it did not start
-    print(f"{path.name}: {time.time() - t0:.0f}s wall in the simulated Colab runtime")
+    print(f"{path.name}: {time.time() - t0:.0f}s wall in the simulated Colab runtime, {SIZE} size")
     probe = json.loads("".join(o.get("text", "") for o in nb.cells[-1].outputs if o.get("name") == "stdout"))
     assert probe["colab"], "google.colab was not imported in the kernel"
     assert probe["version"] == txbook.__version__
     assert Path(probe["txbook"]).is_relative_to(colab["base"] / "venv"), probe   # the wheel, not this tree
     assert not probe["nbdev"], "the chapter imported nbdev, which Colab does not have"
+    assert probe["size"] == SIZE, probe
     cache = colab["home"] / ".cache" / "txbook"
     after = {p.relative_to(cache) for p in cache.rglob("*")}
     assert after == before, f"the chapter downloaded into the cache (or left files): {after - before}"

@@ -1,16 +1,80 @@
-"Every notebook runs top to bottom under nbdev-test: its assertions are the package's unit tests."
-import subprocess, sys, time
-from pathlib import Path
+"""The quick pass: every notebook runs top to bottom exactly as the book build runs it, once per `make test`.
+
+Its assertions are the package's unit tests. Each chapter is read with the book's reader (nbdev directives
+become cell tags, `#| eval: false` cells are skipped), executed by nbclient in a Jupyter kernel (`python3`,
+working folder `nbs/`, the book's cell timeout, no `allow_errors`), the way myst-nb executes it in
+`make book`. The executed notebook is saved in `_build/executed/<stem>.ipynb` with a key (hashes of the
+notebook and of `txbook/`, and the chapter's size line); `make book` shows those outputs instead of running
+the chapter again when the key still matches (book/_ext/txbook_book.py, `read_book`).
+
+What differs from `nbdev-test` (still the developer's one-notebook command): a real kernel instead of nbdev's
+in-process shell, and `IN_TEST` is not set, so `fit` draws its progress bars as on the site. As `nbdev-test`
+does, cells flagged with one of `tst_flags` (pyproject.toml, `#| notest`) are skipped; a chapter with such a
+cell is not reused by the book, which runs all of it. Sizes: quick, as under `nbdev-test` (no GPU here; on a
+machine with a CUDA GPU the pass sets `TXBOOK_SIZE=quick` unless the caller chose a size).
+"""
+import json, os, time, tomllib
+from unittest import mock
 
 import pytest
+import yaml
 from conftest import NBS, ROOT
 
-BIN = Path(sys.executable).parent
+from txbook_book import EXECUTED, execution_key, parse_directives, read_nbdev, save_executed
+
+TIMEOUT = yaml.safe_load((ROOT / "_config.yml").read_text())["execute"]["timeout"]   # the book's
+TST_FLAGS = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["nbdev"].get("tst_flags", "").split())
+
+
+def kernel_env() -> dict:
+    "The book build's environment (this process's), without pytest's own variables"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_") and k != "TXBOOK_RESULTS"}
+    env.pop("MPLBACKEND", None)   # the chapters need the inline backend (the Makefile unexports it too)
+    import torch
+    if torch.cuda.is_available() and not (env.get("TXBOOK_SIZE") or env.get("TXBOOK_QUICK")):
+        env["TXBOOK_SIZE"] = "quick"
+    return env
+
+
+def size_note_in(env: dict) -> str:
+    "The size line a chapter prints in a kernel started with `env`"
+    from txbook.core import size_note
+    with mock.patch.dict(os.environ, env, clear=True):
+        return size_note()
+
+
+def read_for_test(path):
+    "The notebook as the book executes it, with the cells nbdev-test skips tagged; (nb, cells skipped)"
+    text = path.read_text(encoding="utf-8")
+    nb = read_nbdev(text)
+    raw = json.loads(text)["cells"]
+    n = 0
+    for cell, src in zip(nb.cells, raw):
+        dirs, _ = parse_directives("".join(src["source"]))
+        if cell.cell_type == "code" and TST_FLAGS & set(dirs):
+            cell.metadata["tags"] = sorted(set(cell.metadata.get("tags", [])) | {"skip-execution"})
+            n += 1
+    return text, nb, n
 
 
 @pytest.mark.parametrize("path", NBS, ids=lambda p: p.name)
 def test_notebook(path):
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError
+    text, nb, skipped = read_for_test(path)
+    (EXECUTED / f"{path.stem}.key.json").unlink(missing_ok=True)   # no stale record if this run fails
+    env = kernel_env()
+    client = NotebookClient(nb, timeout=TIMEOUT, allow_errors=False,
+                            kernel_name=nb.metadata.get("kernelspec", {}).get("name", "python3"),
+                            resources={"metadata": {"path": str(path.parent)}})
     t0 = time.time()
-    r = subprocess.run([str(BIN / "nbdev-test"), str(path.relative_to(ROOT))], cwd=ROOT, capture_output=True, text=True)
-    print(f"{path.name}: {time.time() - t0:.1f}s")
-    assert r.returncode == 0, f"nbdev-test failed on {path.name}:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
+    try:
+        client.execute(env=env)
+    except (CellExecutionError, CellTimeoutError) as e:
+        pytest.fail(f"{path.name} failed at quick size:\n{str(e)[-6000:]}", pytrace=False)
+    wall = time.time() - t0
+    key = {**execution_key(text, ROOT, size_note_in(env)), "reusable": skipped == 0,
+           "seconds": round(wall, 1)}
+    save_executed(nb, path.stem, key)
+    print(f"{path.name}: {wall:.1f}s, saved in {EXECUTED.relative_to(ROOT)}"
+          + (f" ({skipped} cells skipped by tst_flags: the book runs this chapter itself)" if skipped else ""))

@@ -58,7 +58,8 @@ def machine_info() -> dict:
     amp = amp_dtype(dev)
     return {"device": f"{dev.type}: {name}", "torch": torch.__version__, "cuda": torch.version.cuda,
             "precision": {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(amp, "fp32"),
-            "cpu_count": os.cpu_count(), "python": platform.python_version()}
+            "cpu_count": os.cpu_count(), "python": platform.python_version(),
+            "alongside": os.environ.get("TXBOOK_ALONGSIDE") or None}   # other work on the device
 
 
 def chapters(names) -> list[Path]:
@@ -132,11 +133,17 @@ def render(rec: dict) -> str:
             f"What this chapter printed when it ran at full size on one {dev} ({rec['precision']} "
             f"autocast, torch {rec['torch']}, CUDA {rec['cuda']}) on {rec['date']}, at commit "
             f"`{rec['commit'][:10]}`; the whole chapter took {rec['wall_s'] / 60:.1f} min"
-            + (f", with {rec['jobs'] - 1} other chapters running on the same GPU" if rec["jobs"] > 1
-               else "") + ". The numbers above are the quick CPU run's.", ""]
+            + _alongside(rec) + ". The numbers above are the quick CPU run's.", ""]
     rows = ["| figure | at full size |", "|---|---|"]
     rows += [f"| {k} | {format_value(v['value'], v['fmt'])} |" for k, v in rec["metrics"].items()]
     return "\n".join(head + rows)
+
+
+def _alongside(rec: dict) -> str:
+    "', with ... running on the same GPU' when the chapter shared the device, else ''"
+    others = [f"{rec['jobs'] - 1} other chapters"] if rec["jobs"] > 1 else []
+    if rec.get("alongside"): others.append(rec["alongside"])
+    return f", with {' and '.join(others)} running on the same GPU" if others else ""
 
 
 def full_size_cell(nb: dict, stem: str) -> dict | None:

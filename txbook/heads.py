@@ -17,7 +17,7 @@ from .position import LearnedPositionEmbedding
 from .train import classification_loss
 
 # %% auto #0
-__all__ = ['GPTConfig', 'GPT', 'lm_loss', 'CharTokenizer', 'get_batch', 'estimate_loss', 'sample_next', 'gpt2_config',
+__all__ = ['GPTConfig', 'GPT', 'lm_loss', 'CharTokenizer', 'get_batch', 'estimate_loss', 'train_lm', 'sample_next', 'gpt2_config',
            'gpt2_state_dict', 'SequenceClassifier']
 
 # %% ../nbs/05_heads.ipynb #566de080
@@ -201,6 +201,39 @@ def estimate_loss(model:nn.Module, data:Tensor, *, block_size:int, batch_size:in
         losses.append(lm_loss(model(x), y).item())
     model.train(was_training)
     return sum(losses) / len(losses)
+
+# %% ../nbs/05_heads.ipynb #3f848904
+from .train import make_optimizer, warmup_cosine, autocast, grad_scaler
+
+def train_lm(model, train_data, val_data, *, steps, batch_size, lr, warmup, eval_every, device,
+             block_size=None, seed=0, weight_decay=0.1, eval_iters=100):
+    "nanoGPT's loop from `txbook.train`'s pieces: AdamW, warm-up + cosine, clipping, AMP on CUDA"
+    opt = make_optimizer(model, lr=lr, weight_decay=weight_decay, betas=(0.9, 0.99))  # not gains
+    schedule = lambda t: warmup_cosine(t, total=steps, warmup=warmup, min_factor=0.1)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
+    scaler = grad_scaler(device)                    # float16 (a T4): loss scaling; else a no-op
+    block_size = block_size or model.cfg.block_size                 # the context window
+    gen = torch.Generator().manual_seed(seed)                 # the order of the training batches
+    history = {'train loss': [], 'valid loss': [], 'step': []}
+    model.train()
+    for step in range(steps + 1):
+        if step % eval_every == 0 or step == steps:
+            with autocast(device):
+                for k, d in [('train loss', train_data), ('valid loss', val_data)]:
+                    g = torch.Generator().manual_seed(step)   # the same batches for every model
+                    loss = estimate_loss(model, d, block_size=block_size, batch_size=batch_size,
+                                         iters=eval_iters, generator=g, device=device)
+                    history[k].append(loss)
+            history['step'].append(step)
+        if step == steps: break
+        x, y = get_batch(train_data, block_size, batch_size, generator=gen, device=device)
+        with autocast(device): loss = lm_loss(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()                             # S·loss (S = 1 unless fp16)
+        scaler.unscale_(opt)                                      # back to the true gradient
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(opt); scaler.update(); sched.step()           # step skipped on inf
+    return history
 
 # %% ../nbs/05_heads.ipynb #526161ec
 def sample_next(logits:Tensor,             # (B, V) logits of the next token

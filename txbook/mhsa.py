@@ -89,8 +89,10 @@ class MultiHeadAttention(nn.Module):
         if cache is not None:
             k, v = cache.append(k, v)                           # (B, H, T+N, Dh)
         if is_causal and T > 0:                                 # bottom-right: n sees 0..T+n
-            _full_mask(q, k, mask, False)                       # shape checks first
-            mask = _and_mask(mask, causal_mask(q.shape[-2], k.shape[-2], q.device, offset=T))
+            if q.shape[-2] > 1:                                 # (one new query sees all)
+                _full_mask(q, k, mask, False)                   # shape checks first
+                mask = _and_mask(mask, causal_mask(q.shape[-2], k.shape[-2], q.device,
+                                                   offset=T))
             is_causal = False
         p = self.dropout if self.training else 0.0
         if not return_weights:

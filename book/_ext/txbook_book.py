@@ -10,6 +10,13 @@ the only copy of each chapter and the site never shows nbdev's plumbing.
 copied into `_static/mathjax/` from the pinned PyPI package `django-static-mathjax` (MathJax
 3.2.2, Apache-2.0; see `book/_static/mathjax/NOTICE.md`).
 
+`read_book` is the reader the site uses: `read_nbdev`, plus the outputs of the quick test pass when they fit.
+`tests/test_notebooks.py` executes every chapter as this build would (same reader, kernel, folder, timeout)
+and saves it in `_build/executed/` with its *key*: the hashes of the notebook and of the package `txbook/`,
+and the size line `txbook.core.size_note()` the chapter would print. When the key still matches here, the
+reader fills in the saved outputs and turns execution off for that notebook (myst-nb's per-notebook
+`mystnb.execution_mode`); any notebook without a matching record is executed as before.
+
 `write_nbdev_pages` makes the addresses that nbdev writes into the package resolve on the site. nbdev
 names a chapter's page after the notebook without its number (`nbs/01_attention.ipynb` → `attention.html`,
 see `nbdev.config.nbpath2html`); its module docstrings link to `<doc_baseurl>/attention.html.md` (the page
@@ -19,6 +26,9 @@ as Markdown) and `_modidx.py` to `<doc_baseurl>/attention.html#name`. With `doc_
 """
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -27,7 +37,8 @@ import nbformat
 from docutils import nodes
 
 __all__ = ["parse_directives", "directive_tags", "read_nbdev", "defined_names", "doc_anchor", "mathjax_dist", "copy_mathjax", "nbdev_page",
-           "notebook_markdown", "write_nbdev_pages", "setup"]
+           "notebook_markdown", "write_nbdev_pages", "EXECUTED", "execution_key", "save_executed",
+           "saved_executed", "read_book", "setup"]
 
 # `#| name`, `#| name: value` or `#| name value` (nbdev 3 accepts all three), only at the top of a cell
 _re_directive = re.compile(r"^\s*#\s*\|\s*([\w-]+)\s*:?\s*(.*?)\s*$")
@@ -103,6 +114,100 @@ def read_nbdev(text: str) -> nbformat.NotebookNode:
         cell.metadata["tags"] = sorted(set(cell.metadata.get("tags", [])) | new)
         cell.source = body
     return nb
+
+
+# ------------------------------------------------------------------ the quick pass's executed notebooks
+# where tests/test_notebooks.py saves them: <stem>.ipynb (outputs) and <stem>.key.json (what they depend on)
+EXECUTED = Path(__file__).resolve().parents[2] / "_build" / "executed"
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def source_hash(text: str) -> str:
+    "The hash of a notebook's text (line ends normalised)"
+    return _sha256(text.replace("\r\n", "\n").encode("utf-8"))
+
+
+def package_hash(root: str | Path) -> str:
+    "One hash of every file of the package `root/txbook` that the chapters import"
+    h = hashlib.sha256()
+    for p in sorted(Path(root, "txbook").rglob("*.py")):
+        h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _size_note() -> str:
+    "The size line a chapter would print in a kernel started with this process's environment"
+    from txbook.core import size_note  # imports torch: only called when there is a record to check
+    return size_note()
+
+
+def execution_key(text: str, root: str | Path, size: str) -> dict[str, str]:
+    "What a chapter's outputs depend on: its own text, the package, and the size it runs at"
+    return {"source": source_hash(text), "package": package_hash(root), "size": size}
+
+
+def save_executed(nb: nbformat.NotebookNode, stem: str, key: dict, folder: str | Path = None) -> Path:
+    "Save an executed notebook and then its key (the key last: a half-written record is never used)"
+    folder = Path(folder or EXECUTED)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in ((f"{stem}.ipynb", nbformat.writes(nb)), (f"{stem}.key.json", json.dumps(key, indent=1))):
+        tmp = folder / f".{name}.tmp"
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, folder / name)
+    return folder / f"{stem}.ipynb"
+
+
+_key_cache: dict = {}
+
+
+def saved_executed(text: str, root: str | Path) -> tuple[Path, nbformat.NotebookNode] | None:
+    "The executed notebook in `root/_build/executed` whose key matches `text` now (text, package, size), or None"
+    folder = Path(root) / "_build" / "executed"
+    src = source_hash(text)
+    for kf in sorted(folder.glob("*.key.json")):
+        key = json.loads(kf.read_text(encoding="utf-8"))
+        if key.get("source") != src or key.get("reusable") is False:
+            continue
+        if (str(root), "package") not in _key_cache:   # once per build: nothing changes while it runs
+            _key_cache[str(root), "package"] = package_hash(root)
+            _key_cache[str(root), "size"] = _size_note()
+        if key.get("package") != _key_cache[str(root), "package"] or key.get("size") != _key_cache[str(root), "size"]:
+            return None
+        nbf = kf.with_name(kf.name.removesuffix(".key.json") + ".ipynb")
+        return (nbf, nbformat.read(nbf, as_version=4)) if nbf.exists() else None
+    return None
+
+
+def _fill_outputs(nb: nbformat.NotebookNode, ex: nbformat.NotebookNode) -> bool:
+    "Copy the outputs of `ex` (the same notebook, executed) into `nb`; False, touching nothing, if they differ"
+    same = len(nb.cells) == len(ex.cells) and all(
+        (a.cell_type, a.get("id"), a.source) == (b.cell_type, b.get("id"), b.source) for a, b in zip(nb.cells, ex.cells))
+    if not same:
+        return False
+    for a, b in zip(nb.cells, ex.cells):
+        if a.cell_type == "code":
+            a.outputs, a.execution_count = b.outputs, b.execution_count
+    for k in ("language_info", "widgets"):  # what executing adds to the notebook's metadata
+        if k in ex.metadata:
+            nb.metadata[k] = ex.metadata[k]
+    nb.metadata.setdefault("mystnb", {})["execution_mode"] = "off"  # myst-nb: do not execute this one
+    return True
+
+
+def read_book(text: str) -> nbformat.NotebookNode:
+    "The site's reader: `read_nbdev`, with the quick pass's outputs when its record matches (else myst-nb executes)"
+    nb = read_nbdev(text)
+    found = saved_executed(text, _root)
+    if found is not None and _fill_outputs(nb, found[1]):
+        from sphinx.util import logging
+        logging.getLogger(__name__).info(f"[txbook] outputs from the quick test pass: {found[0].name}")
+    return nb
+
+
+_root = Path(__file__).resolve().parents[2]  # the book's source folder (set again when Sphinx starts)
 
 
 # What the site needs of MathJax's es5 distribution: the combined TeX/MathML → CommonHTML component,
@@ -275,6 +380,9 @@ def _add_doc_anchors(app, doctree):
 
 
 def _builder_inited(app):
+    global _root
+    _root = Path(app.srcdir)
+    _key_cache.clear()
     if app.builder.format == "html":
         mathjax_dist()  # fail at the start of the build, not after every chapter has run
 
