@@ -36,8 +36,9 @@ def data_dir(name:str|None=None, # a dataset folder inside the data root, e.g. '
 
 def cache_dir(name:str, # a dataset name, e.g. 'cifar10'
              ) -> Path:
-    "Where downloads go: `$TXBOOK_CACHE/name`, default `~/.cache/txbook/name`"
-    return Path(os.environ.get('TXBOOK_CACHE', '~/.cache/txbook')).expanduser() / name
+    "Where downloads go: `$TXBOOK_CACHE/name` if the variable is set, else `~/.cache/txbook/name`"
+    env = os.environ.get('TXBOOK_CACHE', '').strip()      # blank counts as unset, as in data_dir
+    return Path(env or '~/.cache/txbook').expanduser() / name
 
 # %% ../nbs/00b_data.ipynb #c305985a
 def file_sha256(path:str|Path) -> str:
