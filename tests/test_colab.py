@@ -16,8 +16,8 @@ sizes run once, in tests/test_notebooks.py. This test rebuilds that situation:
 - a stub `google.colab` package is on the venv's path and an IPython startup file imports it when the kernel
   starts, as Colab does before any cell runs;
 - each notebook is copied ALONE into an empty folder: no `shared/data` above it, `TXBOOK_DATA` unset, a fresh
-  `HOME` whose download cache (`~/.cache/txbook/<dataset>/`) holds the dataset files as a finished download
-  of `txbook.data` would leave them;
+  `HOME`, and `TXBOOK_CACHE` set to a reader's own folder (`my-datasets`, not named `txbook`) whose
+  `<dataset>/` subfolders hold the dataset files as a finished download of `txbook.data` would leave them;
 - no network for Hugging Face (`HF_HUB_OFFLINE=1`, empty cache): a chapter's `in_colab()` demo that loads
   pretrained weights must skip cleanly when they cannot be fetched;
 - before each chapter, whatever the previous chapter's first cell installed is uninstalled again, so every
@@ -112,13 +112,15 @@ def colab(tmp_path_factory):
            if k not in ("TXBOOK_DATA", "TXBOOK_CACHE", "TXBOOK_QUICK", "TXBOOK_SIZE", "TXBOOK_RESULTS",
                         "IN_TEST", "MPLBACKEND", "PYTHONPATH", "VIRTUAL_ENV", "JUPYTER_PATH", "HF_HOME",
                         "HF_HUB_CACHE") and not k.startswith("PYTEST_")}
-    env.update(TXBOOK_SIZE=SIZE, HOME=str(home), IPYTHONDIR=str(ipython), HF_HUB_OFFLINE="1", HF_HOME=str(base / "hf"),
+    # the reader's own download folder, named as they like (not `txbook`): the chapters must not care
+    cache = base / "my-datasets"
+    env.update(TXBOOK_SIZE=SIZE, TXBOOK_CACHE=str(cache), HOME=str(home), IPYTHONDIR=str(ipython), HF_HUB_OFFLINE="1", HF_HOME=str(base / "hf"),
                PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
                PIP_FIND_LINKS=" ".join([str(wheels)] + os.environ.get("PIP_FIND_LINKS", "").split()),
                # keep pip's cache outside the fresh HOME: the registry downloads are not what is tested
                PIP_CACHE_DIR=os.environ.get("PIP_CACHE_DIR", str(Path.home() / ".cache" / "pip")))
     print(f"colab runtime ready in {time.time() - t0:.0f}s")
-    return dict(base=base, py=py, env=env, baseline=baseline, home=home,
+    return dict(base=base, py=py, env=env, baseline=baseline, home=home, cache=cache,
                 kernels=specs / "share" / "jupyter" / "kernels")
 
 
@@ -131,9 +133,8 @@ def _dataset_files():
             f"datasets missing here (run tools/fetch_data.py): {e}")
 
 
-def _prefill_cache(home, sources):
+def _prefill_cache(cache, sources):
     "The download cache as txbook.data leaves it after a finished download (files under cache_dir(name))"
-    cache = home / ".cache" / "txbook"
     shutil.rmtree(cache, ignore_errors=True)
     for (name, f), src in sources.items():
         (cache / name).mkdir(parents=True, exist_ok=True)
@@ -158,7 +159,7 @@ def test_chapter_runs_in_colab(colab, path):
     # a fresh runtime: drop what an earlier chapter's first cell installed
     extra = sorted(_freeze(py) - colab["baseline"])
     if extra: _run(py, "-m", "pip", "uninstall", "-q", "-y", *extra)
-    before = _prefill_cache(colab["home"], sources)
+    before = _prefill_cache(colab["cache"], sources)
     work = colab["base"] / "run" / path.stem
     work.mkdir(parents=True)
     assert _no_shared_above(work), f"a shared/data folder is visible from {work}"
@@ -181,6 +182,6 @@ def test_chapter_runs_in_colab(colab, path):
     assert Path(probe["txbook"]).is_relative_to(colab["base"] / "venv"), probe   # the wheel, not this tree
     assert not probe["nbdev"], "the chapter imported nbdev, which Colab does not have"
     assert probe["size"] == SIZE, probe
-    cache = colab["home"] / ".cache" / "txbook"
+    cache = colab["cache"]
     after = {p.relative_to(cache) for p in cache.rglob("*")}
     assert after == before, f"the chapter downloaded into the cache (or left files): {after - before}"
