@@ -33,13 +33,13 @@ def qkv_case(draw, dtype=torch.float64):
     return mk(*lead, N, Dh), mk(*lead, M, Dh), mk(*lead, M, Dv), g, scale
 
 
-def reference(q, k, v, keep=None, bias=None, is_causal=False, scale=None):
+def reference(q, k, v, keep=None, bias=None, is_causal=False, scale=None, offset=0):
     "softmax(q kᵀ·scale + bias) v in float64 with a plain loop-free formula; rows with no key give 0"
     s = (q.double() @ k.double().mT) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
     if bias is not None: s = s + bias.double()
     allowed = torch.ones_like(s, dtype=torch.bool)
     if keep is not None: allowed = allowed & keep
-    if is_causal: allowed = allowed & torch.ones(s.shape[-2:], dtype=torch.bool).tril()
+    if is_causal: allowed = allowed & torch.ones(s.shape[-2:], dtype=torch.bool).tril(offset)
     allowed = allowed & (s > NEG)
     e = torch.where(allowed, (s - s.masked_fill(~allowed, NEG).amax(-1, keepdim=True)
                               .nan_to_num(neginf=0.0)).exp(), 0.0)
@@ -60,6 +60,20 @@ def test_fused_equals_teaching_path_and_reference_float64(case, use_mask, is_cau
         torch.testing.assert_close(y, ref, atol=1e-12, rtol=1e-10)
     torch.testing.assert_close(attention_weights(q, k, keep, is_causal=is_causal, scale=scale), w_ref,
                                atol=1e-12, rtol=1e-10)
+
+
+@FAST
+@given(qkv_case(), st.booleans(), st.integers(0, 8))
+def test_causal_offset_matches_reference(case, use_mask, offset):
+    "Queries at positions offset..offset+N-1 (a KV cache): query n sees keys 0..n+offset"
+    q, k, v, g, scale = case
+    keep = torch.rand(q.shape[-2], k.shape[-2], generator=g) > 0.4 if use_mask else None
+    ref, w_ref = reference(q, k, v, keep, is_causal=True, scale=scale, offset=offset)
+    for fused in (True, False):
+        y = attention(q, k, v, keep, is_causal=True, offset=offset, scale=scale, fused=fused)
+        torch.testing.assert_close(y, ref, atol=1e-12, rtol=1e-10)
+    w = attention_weights(q, k, keep, is_causal=True, offset=offset, scale=scale)
+    torch.testing.assert_close(w, w_ref, atol=1e-12, rtol=1e-10)
 
 
 @FAST
@@ -121,19 +135,19 @@ def test_self_attention_is_permutation_equivariant(N, seed):
 def test_causality_output_n_ignores_later_tokens(N, n, use_rope, seed):
     n = n % N
     torch.manual_seed(seed)
-    blk = TransformerBlock(16, 4, d_mlp=24).double().eval()
     rope = RotaryEmbedding(4) if use_rope else None
+    blk = TransformerBlock(16, 4, d_mlp=24, rope=rope).double().eval()
     x = torch.randn(1, N, 16, dtype=torch.float64)
     x2 = x.clone()
     x2[:, n + 1:] = torch.randn_like(x2[:, n + 1:])
     with torch.no_grad():
-        y, y2 = blk(x, is_causal=True, rope=rope), blk(x2, is_causal=True, rope=rope)
+        y, y2 = blk(x, is_causal=True), blk(x2, is_causal=True)
         torch.testing.assert_close(y[:, :n + 1], y2[:, :n + 1])
         outs = []
         for seq in (x, x2):                                             # the same through a cache:
             cache = KVCache()                                           # prefix 0..n-1, then the rest
-            if n: blk(seq[:, :n], is_causal=True, rope=rope, cache=cache)
-            outs.append(blk(seq[:, n:], is_causal=True, rope=rope, cache=cache))
+            if n: blk(seq[:, :n], is_causal=True, cache=cache)
+            outs.append(blk(seq[:, n:], is_causal=True, cache=cache))
         torch.testing.assert_close(outs[0], y[:, n:])                  # cache == no cache
         torch.testing.assert_close(outs[1], y2[:, n:])
         torch.testing.assert_close(outs[0][:, 0], outs[1][:, 0])       # position n ignores n+1..
@@ -145,16 +159,16 @@ def test_causality_output_n_ignores_later_tokens(N, n, use_rope, seed):
 def test_cache_equals_no_cache(pieces, use_rope, fused, seed):
     torch.manual_seed(seed)
     N = sum(pieces)
-    mha = MultiHeadAttention(16, 4).double().eval()
-    mha.fused = fused
     rope = RotaryEmbedding(4) if use_rope else None
+    mha = MultiHeadAttention(16, 4, rope=rope).double().eval()
+    mha.fused = fused
     x = torch.randn(2, N, 16, dtype=torch.float64)
     bias = torch.randn(4, N, N, dtype=torch.float64)                   # per-head float mask
     with torch.no_grad():
-        full = mha(x, is_causal=True, rope=rope, mask=bias)
+        full = mha(x, is_causal=True, mask=bias)
         cache, out, t = KVCache(), [], 0
         for n in pieces:
-            out.append(mha(x[:, t:t + n], is_causal=True, rope=rope, mask=bias[:, t:t + n, :t + n],
+            out.append(mha(x[:, t:t + n], is_causal=True, mask=bias[:, t:t + n, :t + n],
                            cache=cache))
             t += n
     assert len(cache) == N

@@ -46,8 +46,8 @@ def _kv_groups(q, k) -> int:
                          f"q {_shape(q)} has {hq}, k {_shape(k)} has {hk}")
     return hq // hk
 
-def _full_mask(q, k, mask, is_causal) -> Tensor|None:
-    "Combine `mask` and `is_causal` into one mask (bool or float) for the scores (..., N, M)"
+def _full_mask(q, k, mask, is_causal, *, offset=0) -> Tensor|None:
+    "Check `mask` against the scores (..., N, M) once, and add the causal rule at `offset`"
     N, M = q.shape[-2], k.shape[-2]
     kl = list(k.shape[:-2])
     if _kv_groups(q, k) > 1: kl[-1] = q.shape[-3]
@@ -65,7 +65,10 @@ def _full_mask(q, k, mask, is_causal) -> Tensor|None:
         if not ok:
             raise ValueError(f"mask of shape {_shape(mask)} cannot broadcast to the attention "
                              f"scores {tuple(scores_shape)} (…, N={N}, M={M})")
-    if is_causal: mask = _and_mask(mask, causal_mask(N, M, device=q.device))
+    if not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset must be an int >= 0 (the number of cached keys), got {offset!r}")
+    if is_causal and offset + 1 < M:            # else even query 0 sees every key: no mask
+        mask = _and_mask(mask, causal_mask(N, M, device=q.device, offset=offset))
     return mask
 
 def _and_mask(mask:Tensor|None, keep:Tensor) -> Tensor:
@@ -94,12 +97,13 @@ def attention_weights(q:Tensor,              # (..., N, Dh) queries
                       k:Tensor,              # (..., M, Dh) keys (may have fewer heads: GQA)
                       mask:Tensor|None=None, # bool (True = may attend) or float (added to logits)
                       *,
-                      is_causal:bool=False,  # also apply `causal_mask(N, M)`
+                      is_causal:bool=False,  # also apply `causal_mask(N, M, offset=offset)`
+                      offset:int=0,          # queries sit at positions offset..offset+N-1
                       scale:float|None=None, # logit scale, default 1/√Dh
                      ) -> Tensor:            # (..., N, M); rows sum to one, fully masked rows are 0
     "Attention weights `softmax(q kᵀ · scale + mask)`; rows are Turner's columns of A"
     _check_qkv(q, k)
-    return _weights(q, k, _full_mask(q, k, mask, is_causal), scale).to(q.dtype)
+    return _weights(q, k, _full_mask(q, k, mask, is_causal, offset=offset), scale).to(q.dtype)
 
 # %% ../nbs/01_attention.ipynb #c91595f1
 def attention(q:Tensor,              # (..., N, Dh) queries
@@ -107,7 +111,8 @@ def attention(q:Tensor,              # (..., N, Dh) queries
               v:Tensor,              # (..., M, Dv) values, the same leading dims as k
               mask:Tensor|None=None, # bool (True = may attend) or float (added to the logits)
               *,
-              is_causal:bool=False,  # also apply `causal_mask(N, M)`
+              is_causal:bool=False,  # also apply `causal_mask(N, M, offset=offset)`
+              offset:int=0,          # queries sit at positions offset..offset+N-1 (a KV cache)
               scale:float|None=None, # logit scale, default 1/√Dh
               dropout_p:float=0.0,   # dropout on the weights (pass > 0 only while training)
               fused:bool=True,       # `F.scaled_dot_product_attention`; False = teaching path
@@ -115,18 +120,17 @@ def attention(q:Tensor,              # (..., N, Dh) queries
     "Scaled dot-product attention `softmax(q kᵀ/√Dh + mask) v`; fully masked query rows give zeros"
     _check_qkv(q, k, v)
     if not 0.0 <= dropout_p < 1.0: raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
+    kernel_causal = fused and is_causal and mask is None and offset == 0   # SDPA: top-left
+    mask = _full_mask(q, k, mask, is_causal and not kernel_causal, offset=offset)  # checked once
     g = _kv_groups(q, k)
-    if fused and mask is None:                      # let the kernel build the causal mask
-        _full_mask(q, k, None, False)               # shape checks only
-        if g > 1: k, v = k.repeat_interleave(g, dim=-3), v.repeat_interleave(g, dim=-3)
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, scale=scale,
-                                              is_causal=is_causal)
-    mask = _full_mask(q, k, mask, is_causal)
     if g > 1: k, v = k.repeat_interleave(g, dim=-3), v.repeat_interleave(g, dim=-3)
     if not fused:                                   # the teaching path, in ≥ float32
         w = _weights(q, k, mask, scale)             # (..., N, M)
         if dropout_p > 0: w = F.dropout(w, dropout_p)
         return (w @ v.to(w.dtype)).to(q.dtype)
+    if mask is None:                                # no mask, or the kernel's own causal one
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, scale=scale,
+                                              is_causal=kernel_causal)
     if mask.dtype == torch.bool:
         alive = mask.any(dim=-1, keepdim=True)      # (..., N, 1): rows with at least one key
         mask = mask | ~alive
@@ -135,6 +139,7 @@ def attention(q:Tensor,              # (..., N, Dh) queries
         mask = mask.masked_fill(~alive, 0.0).to(q.dtype)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
     return out.masked_fill(~alive, 0.0)
+
 
 # %% ../nbs/01_attention.ipynb #f70b6594
 def causal_mask(N:int,           # number of queries

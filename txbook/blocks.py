@@ -10,7 +10,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
-from .mhsa import MultiHeadAttention, KVCache
+from .mhsa import MultiHeadAttention, KVCache, check_tokens, mha_from_torch
 
 # %% auto #0
 __all__ = ['Activation', 'MLP', 'LayerNorm', 'TransformerBlock', 'Encoder', 'DecoderBlock', 'Decoder', 'Transformer']
@@ -57,11 +57,6 @@ class LayerNorm(nn.Module):
         return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)
 
 # %% ../nbs/03_blocks.ipynb #ad093429
-def _check_d(x, d_model, name='x'):
-    if x.ndim != 3 or x.shape[-1] != d_model:
-        raise ValueError(f"{name} must have shape (B, N, D) with D = d_model {d_model}; "
-                         f"got {tuple(x.shape)}")
-
 def _torch_activation(layer):
     a = layer.activation
     if a is F.relu or isinstance(a, nn.ReLU): return 'relu'
@@ -90,10 +85,10 @@ def _load_norm(ours:LayerNorm, theirs:nn.LayerNorm):
         else: ours.bias.copy_(theirs.bias)
     ours.eps = theirs.eps
 
-def _first_rows(mask, n_out, N, is_causal, rope, cache):
+def _first_rows(mask, n_out, N, is_causal, cache):
     "The rows of `mask` that the first `n_out` queries read (for `TransformerBlock(n_out=...)`)"
-    if is_causal or rope is not None or cache is not None:
-        raise ValueError("n_out works without is_causal, rope and cache (it is for encoders)")
+    if is_causal or cache is not None:
+        raise ValueError("n_out works without is_causal and cache (it is for encoders)")
     if not 0 < n_out <= N:
         raise ValueError(f"n_out must be in 1..N = {N}; got {n_out}")
     if mask is None or mask.ndim < 2 or mask.shape[-2] == 1: return mask
@@ -113,12 +108,13 @@ class TransformerBlock(nn.Module):
                  bias:bool=True,
                  norm_eps:float=1e-5,              # LayerNorm eps (Hugging Face ViT uses 1e-12)
                  attn_scale:float|None=None,       # attention logit scale (None: 1/√Dh)
+                 rope=None,                        # `rope(t, offset)` for the attention (ch. 04)
                 ):
         super().__init__()
         self.norm_first = norm_first
         self.norm1 = LayerNorm(d_model, eps=norm_eps)
         self.attn = MultiHeadAttention(d_model, n_heads, bias=bias, dropout=dropout,
-                                       scale=attn_scale)
+                                       scale=attn_scale, rope=rope)
         self.norm2 = LayerNorm(d_model, eps=norm_eps)
         self.mlp = MLP(d_model, d_mlp or 4 * d_model, activation=activation, dropout=dropout,
                        bias=bias)
@@ -129,18 +125,17 @@ class TransformerBlock(nn.Module):
                 mask:Tensor|None=None,             # bool (True = may attend) or float bias,
                                                    # broadcastable to (B, H, N, M)
                 is_causal:bool=False,
-                rope=None,                         # `rope(t, offset)`, see MultiHeadAttention
                 cache:KVCache|None=None,           # this block's cache of keys and values
                 n_out:int|None=None,               # outputs only for tokens 0..n_out-1 (all N
                                                    # tokens still serve as keys and values)
                ) -> Tensor:                        # (B, N, D), or (B, n_out, D)
-        _check_d(x, self.attn.d_model)
-        kw = dict(mask=mask, is_causal=is_causal, rope=rope, cache=cache)
+        check_tokens(x, self.attn.d_model)
+        kw = dict(mask=mask, is_causal=is_causal, cache=cache)
         h = self.norm1(x) if self.norm_first else x
         if n_out is None:
             a = self.attn(h, **kw)                                      # (B, N, D)
         else:                   # queries from the first n_out tokens, keys and values from all
-            kw['mask'] = _first_rows(mask, n_out, x.shape[1], is_causal, rope, cache)
+            kw['mask'] = _first_rows(mask, n_out, x.shape[1], is_causal, cache)
             a = self.attn(h[:, :n_out], h, **kw)                        # (B, n_out, D)
             x = x[:, :n_out]
         if self.norm_first:
@@ -156,7 +151,7 @@ class TransformerBlock(nn.Module):
         w = layer.linear1.weight
         new = cls(layer.self_attn.embed_dim, layer.self_attn.num_heads,
                   **_torch_block_options(layer)).to(w.device, w.dtype)
-        new.attn = MultiHeadAttention.from_torch(layer.self_attn)
+        new.attn = mha_from_torch(layer.self_attn)
         _load_linear(new.mlp.fc1, layer.linear1)
         _load_linear(new.mlp.fc2, layer.linear2)
         _load_norm(new.norm1, layer.norm1)
@@ -183,7 +178,6 @@ class Encoder(nn.Module):
                 *,
                 mask:Tensor|None=None,               # bool or float, as in `TransformerBlock`
                 is_causal:bool=False,
-                rope=None,                           # `rope(t, offset)` for every block
                 caches:list[KVCache]|None=None,      # one `KVCache` per block
                 n_out:int|None=None,                 # the last block computes only tokens
                                                      # 0..n_out-1 (e.g. 1: a CLS token)
@@ -191,7 +185,7 @@ class Encoder(nn.Module):
         caches = _check_caches(caches, len(self.blocks))
         last = len(self.blocks) - 1
         for i, (blk, cache) in enumerate(zip(self.blocks, caches)):
-            x = blk(x, mask=mask, is_causal=is_causal, rope=rope, cache=cache,
+            x = blk(x, mask=mask, is_causal=is_causal, cache=cache,
                     n_out=n_out if i == last else None)
         return self.norm(x)
 
@@ -232,12 +226,11 @@ class DecoderBlock(nn.Module):
                 memory_mask:Tensor|None=None,      # cross-attention mask, bool or float,
                                                    # to (B, H, N, M): (N, M) or (B, 1, 1, M)
                 is_causal:bool=True,               # token n sees target tokens 0..n only
-                rope=None,                         # `rope(t, offset)` for the self-attention
                 cache:KVCache|None=None,           # the self-attention's cache
                ) -> Tensor:                        # (B, N, D)
-        _check_d(x, self.self_attn.d_model)
-        _check_d(memory, self.self_attn.d_model, 'memory')
-        def sa(h): return self.drop(self.self_attn(h, mask=mask, is_causal=is_causal, rope=rope,
+        check_tokens(x, self.self_attn.d_model)
+        check_tokens(memory, self.self_attn.d_model, 'memory')
+        def sa(h): return self.drop(self.self_attn(h, mask=mask, is_causal=is_causal,
                                                    cache=cache))
         def ca(h): return self.drop(self.cross_attn(h, memory, mask=memory_mask))
         if self.norm_first:
@@ -255,8 +248,8 @@ class DecoderBlock(nn.Module):
         w = layer.linear1.weight
         new = cls(layer.self_attn.embed_dim, layer.self_attn.num_heads,
                   **_torch_block_options(layer)).to(w.device, w.dtype)
-        new.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
-        new.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
+        new.self_attn = mha_from_torch(layer.self_attn)
+        new.cross_attn = mha_from_torch(layer.multihead_attn)
         _load_linear(new.mlp.fc1, layer.linear1)
         _load_linear(new.mlp.fc2, layer.linear2)
         for ours, theirs in [(new.norm1, layer.norm1), (new.norm2, layer.norm2),
@@ -286,13 +279,12 @@ class Decoder(nn.Module):
                 mask:Tensor|None=None,             # self-attention mask
                 memory_mask:Tensor|None=None,      # cross-attention mask, as in `DecoderBlock`
                 is_causal:bool=True,
-                rope=None,                         # `rope(t, offset)` for every self-attention
                 caches:list[KVCache]|None=None,    # one `KVCache` per block
                ) -> Tensor:                        # (B, N, D)
         caches = _check_caches(caches, len(self.blocks))
         for blk, cache in zip(self.blocks, caches):  # the slides assign this to E (see above)
             x = blk(x, memory, mask=mask, memory_mask=memory_mask, is_causal=is_causal,
-                    rope=rope, cache=cache)
+                    cache=cache)
         return self.norm(x)
 
 # %% ../nbs/03_blocks.ipynb #c2129798

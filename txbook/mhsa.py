@@ -6,13 +6,27 @@ Docs: https://txbook.github.io/txbook/nbs/mhsa.html.md"""
 
 # %% ../nbs/02_mhsa.ipynb #9136393f
 from __future__ import annotations
+from typing import Callable
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
-from .attention import attention, attention_weights, causal_mask, _and_mask, _full_mask
+from .attention import attention, attention_weights
 
 # %% auto #0
-__all__ = ['MultiHeadAttention', 'KVCache']
+__all__ = ['check_tokens', 'MultiHeadAttention', 'mha_from_torch', 'mha_to_torch', 'KVCache']
+
+# %% ../nbs/02_mhsa.ipynb #e9530fc7
+def check_tokens(x:Tensor,      # the input to check
+                 d_model:int,   # D, the width it must have
+                 name:str='x',  # its name in the message
+                ):
+    "Raise a ValueError naming the numbers unless `x` is (B, N, D) with D = d_model"
+    why = [] if x.ndim == 3 else [f"{x.ndim} dims, not 3"]
+    if x.ndim and x.shape[-1] != d_model:
+        why.append(f"last dim {x.shape[-1]} vs d_model {d_model}")
+    if why:
+        raise ValueError(f"{name} must have shape (B, N, D={d_model}); "
+                         f"got {tuple(x.shape)} ({', '.join(why)})")
 
 # %% ../nbs/02_mhsa.ipynb #e6ac77c1
 class MultiHeadAttention(nn.Module):
@@ -23,6 +37,8 @@ class MultiHeadAttention(nn.Module):
                  bias:bool=True,    # biases in `to_qkv` and `to_out`
                  dropout:float=0.0, # dropout on the attention weights (training only)
                  scale:float|None=None, # logit scale; None = 1/√Dh (GPT-2 options change it)
+                 rope:Callable[[Tensor, int], Tensor]|None=None, # `rope(t, offset)` rotates q, k
+                                    # (B, H, N, Dh) at positions offset.. (chapter 04's RoPE)
                 ):
         super().__init__()
         if d_model % n_heads:
@@ -30,34 +46,24 @@ class MultiHeadAttention(nn.Module):
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.to_qkv = nn.Linear(d_model, 3 * d_model, bias=bias)  # rows q | k | v (in_proj_weight)
         self.to_out = nn.Linear(d_model, d_model, bias=bias)      # W_O
-        self.dropout, self.scale = dropout, scale
+        self.dropout, self.scale, self.rope = dropout, scale, rope
         self.fused = True                       # False selects the explicit teaching path
-
-    def _check_x(self, x:Tensor, name:str):
-        "Raise a ValueError naming the numbers unless `x` is (B, N, D) with D = d_model"
-        why = [] if x.ndim == 3 else [f"{x.ndim} dims, not 3"]
-        if x.ndim and x.shape[-1] != self.d_model:
-            why.append(f"last dim {x.shape[-1]} vs d_model {self.d_model}")
-        if why:
-            raise ValueError(f"{name} must have shape (B, N, D={self.d_model}); "
-                             f"got {tuple(x.shape)} ({', '.join(why)})")
 
     def project(self, x:Tensor,            # (B, N, D) the sequence that asks (queries)
                 context:Tensor|None=None,  # (B, M, D) the sequence that answers; default `x`
                ) -> tuple[Tensor, Tensor, Tensor]: # q (B, H, N, Dh), k and v (B, H, M, Dh)
         "Queries from `x`, keys and values from `context` (default `x`), split into heads"
-        self._check_x(x, 'x')
-        H, Dh = self.n_heads, self.d_head
+        D = self.d_model
+        check_tokens(x, D, 'x')
         if context is None:                                     # one fused matrix product
-            q, k, v = self.to_qkv(x).split(self.d_model, dim=-1)          # (B, N, D) views
-            return tuple(t.unflatten(-1, (H, Dh)).transpose(1, 2) for t in (q, k, v))
-        self._check_x(context, 'context')
-        D, W, b = self.d_model, self.to_qkv.weight, self.to_qkv.bias
-        q = F.linear(x, W[:D], None if b is None else b[:D])            # (B, N, D)
-        kv = F.linear(context, W[D:], None if b is None else b[D:])     # (B, M, 2D)
-        q = q.unflatten(-1, (H, Dh)).transpose(1, 2)                   # (B, H, N, Dh)
-        k, v = (t.unflatten(-1, (H, Dh)).transpose(1, 2) for t in kv.split(D, dim=-1))
-        return q, k, v
+            q, k, v = self.to_qkv(x).split(D, dim=-1)                     # (B, N, D) views
+        else:
+            check_tokens(context, D, 'context')
+            W, b = self.to_qkv.weight, self.to_qkv.bias
+            q = F.linear(x, W[:D], None if b is None else b[:D])                   # (B, N, D)
+            k, v = F.linear(context, W[D:], None if b is None else b[D:]).split(D, dim=-1)
+        return tuple(t.unflatten(-1, (self.n_heads, self.d_head)).transpose(1, 2)
+                     for t in (q, k, v))                        # (B, H, ·, Dh) views
 
     def merge(self, y:Tensor, # (B, H, N, Dh) per-head outputs
              ) -> Tensor:     # (B, N, D)
@@ -68,72 +74,52 @@ class MultiHeadAttention(nn.Module):
                 context:Tensor|None=None,      # (B, M, D) for cross-attention; default `x`
                 *,
                 mask:Tensor|None=None,         # bool (True = may attend) or float (added to the
-                                               # logits), broadcastable to (B, H, N, M): (N, M),
-                                               # a per-head bias (H, N, M), a padding mask (B,1,1,M)
+                                               # logits), broadcastable to (B, H, N, M)
                 is_causal:bool=False,          # query n sees keys up to its own position
-                rope=None,                     # rotary embedding: `rope(t, offset)` rotates
-                                               # t (B, H, N, Dh) at positions offset..offset+N-1
                 cache:KVCache|None=None,       # self-attention only: attend over cached keys too
                 return_weights:bool=False,     # also return the attention weights (B, H, N, M)
                ):                              # (B, N, D), or ((B, N, D), (B, H, N, M))
         "Project to heads, (rotate,) append to the cache, attend in every head at once, merge"
         q, k, v = self.project(x, context)                      # (B, H, N|M, Dh)
-        T = 0                                                   # positions before this call
-        if cache is not None:
-            if context is not None:
-                raise ValueError("cache is for self-attention; cross-attention's keys and values "
-                                 "come from `context`, recompute them or keep them yourself")
-            T = len(cache)
-        if rope is not None:
-            q, k = rope(q, T), rope(k, T)                       # absolute positions T..T+N-1
-        if cache is not None:
-            k, v = cache.append(k, v)                           # (B, H, T+N, Dh)
-        if is_causal and T > 0:                                 # bottom-right: n sees 0..T+n
-            if q.shape[-2] > 1:                                 # (one new query sees all)
-                _full_mask(q, k, mask, False)                   # shape checks first
-                mask = _and_mask(mask, causal_mask(q.shape[-2], k.shape[-2], q.device,
-                                                   offset=T))
-            is_causal = False
+        if cache is not None and context is not None:
+            raise ValueError("cache is for self-attention; cross-attention's keys and values "
+                             "come from `context`, recompute them or keep them yourself")
+        T = 0 if cache is None else len(cache)                  # positions before this call
+        if self.rope is not None:
+            q, k = self.rope(q, T), self.rope(k, T)             # absolute positions T..T+N-1
+        if cache is not None: k, v = cache.append(k, v)         # (B, H, T+N, Dh)
         p = self.dropout if self.training else 0.0
+        kw = dict(is_causal=is_causal, offset=T, scale=self.scale)   # the mask goes through
         if not return_weights:
-            y = attention(q, k, v, mask, is_causal=is_causal, scale=self.scale, dropout_p=p,
-                          fused=self.fused)
-            return self.merge(y)
-        w = attention_weights(q, k, mask, is_causal=is_causal, scale=self.scale)  # (B, H, N, M)
+            return self.merge(attention(q, k, v, mask, dropout_p=p, fused=self.fused, **kw))
+        w = attention_weights(q, k, mask, **kw)                 # (B, H, N, M)
         return self.merge(F.dropout(w, p) @ v), w
 
-    @classmethod
-    def from_torch(cls, m:nn.MultiheadAttention, # PyTorch's layer (kdim = vdim = D, no bias_k/v)
-                  ) -> MultiHeadAttention:
-        "A batch-first copy of `m` (same dtype and device, weights bit-exact)"
-        if not m._qkv_same_embed_dim:
-            raise ValueError(f"kdim={m.kdim} / vdim={m.vdim} must equal embed_dim={m.embed_dim}")
-        if m.bias_k is not None: raise ValueError("add_bias_kv=True is not supported")
-        if m.add_zero_attn: raise ValueError("add_zero_attn=True is not supported")
-        bias = m.in_proj_bias is not None
-        w = m.in_proj_weight
-        new = cls(m.embed_dim, m.num_heads, bias=bias, dropout=m.dropout).to(w.device, w.dtype)
-        with torch.no_grad():
-            new.to_qkv.weight.copy_(w)
-            new.to_out.weight.copy_(m.out_proj.weight)
-            if bias:
-                new.to_qkv.bias.copy_(m.in_proj_bias)
-                new.to_out.bias.copy_(m.out_proj.bias)
-        return new
+# %% ../nbs/02_mhsa.ipynb #ee848d48
+_TORCH_NAMES = {'in_proj_weight': 'to_qkv.weight', 'in_proj_bias': 'to_qkv.bias',
+                'out_proj.weight': 'to_out.weight', 'out_proj.bias': 'to_out.bias'}  # theirs: ours
 
-    def to_torch(self) -> nn.MultiheadAttention:
-        "The same layer as a `torch.nn.MultiheadAttention` (batch_first=True, same dtype)"
-        bias = self.to_qkv.bias is not None
-        w = self.to_qkv.weight
-        m = nn.MultiheadAttention(self.d_model, self.n_heads, dropout=self.dropout, bias=bias,
-                                  batch_first=True, device=w.device, dtype=w.dtype)
-        with torch.no_grad():
-            m.in_proj_weight.copy_(w)
-            m.out_proj.weight.copy_(self.to_out.weight)
-            if bias:
-                m.in_proj_bias.copy_(self.to_qkv.bias)
-                m.out_proj.bias.copy_(self.to_out.bias)
-        return m
+def mha_from_torch(m:nn.MultiheadAttention, # PyTorch's layer (kdim = vdim = D, no bias_k/v)
+                  ) -> MultiHeadAttention:
+    "A batch-first copy of `m` (same dtype and device, weights bit-exact)"
+    if not m._qkv_same_embed_dim:
+        raise ValueError(f"kdim={m.kdim} / vdim={m.vdim} must equal embed_dim={m.embed_dim}")
+    if m.bias_k is not None: raise ValueError("add_bias_kv=True is not supported")
+    if m.add_zero_attn: raise ValueError("add_zero_attn=True is not supported")
+    w = m.in_proj_weight
+    new = MultiHeadAttention(m.embed_dim, m.num_heads, bias=m.in_proj_bias is not None,
+                             dropout=m.dropout).to(w.device, w.dtype)
+    new.load_state_dict({_TORCH_NAMES[k]: t for k, t in m.state_dict().items()})
+    return new
+
+def mha_to_torch(mha:MultiHeadAttention) -> nn.MultiheadAttention:
+    "The same layer as a `torch.nn.MultiheadAttention` (batch_first=True, same dtype)"
+    w = mha.to_qkv.weight
+    m = nn.MultiheadAttention(mha.d_model, mha.n_heads, dropout=mha.dropout, batch_first=True,
+                              bias=mha.to_qkv.bias is not None, device=w.device, dtype=w.dtype)
+    theirs = {ours: t for t, ours in _TORCH_NAMES.items()}
+    m.load_state_dict({theirs[k]: t for k, t in mha.state_dict().items()})
+    return m
 
 # %% ../nbs/02_mhsa.ipynb #dc1b5273
 class KVCache:
