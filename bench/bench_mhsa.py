@@ -3,7 +3,7 @@
 
 usage: python bench/bench_mhsa.py [--reps 15] [--warmup 3] [--threads T] [--sizes 64 256 1024] [--device cpu] [--breakdown]
 
-Both modules hold the same weights (`MultiHeadAttention.from_torch`). PyTorch is called with
+Both modules hold the same weights (`mha_from_torch`). PyTorch is called with
 need_weights=False, the fair comparison: with need_weights=True it materialises and averages the (B, H, N, N)
 weights instead of using the fused kernel. Each measurement is one forward + backward of sum(y) w.r.t. the
 input and all parameters; the table reports the median over `reps` runs after `warmup` runs, all in one process,
@@ -22,7 +22,7 @@ that computes this layer in float32 with these kernels could reach: the one whos
 import argparse, os, statistics, time
 import torch
 from torch import nn
-from txbook.mhsa import MultiHeadAttention
+from txbook.mhsa import mha_from_torch
 
 
 def step(fn, x):
@@ -38,7 +38,7 @@ def setup(B, N, D, H, device):
     "PyTorch's layer, ours with the same weights, an input, and the two calls to time"
     torch.manual_seed(0)
     ref = nn.MultiheadAttention(D, H, batch_first=True).to(device)
-    ours = MultiHeadAttention.from_torch(ref).to(device)
+    ours = mha_from_torch(ref).to(device)
     x = torch.randn(B, N, D, device=device, requires_grad=True)
     fns = {'ours': lambda t: ours(t), 'torch': lambda t: ref(t, t, t, need_weights=False)[0]}
     return ref, ours, x, fns
