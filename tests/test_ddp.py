@@ -22,7 +22,9 @@ from safetensors.torch import load_file, save_file
 
 from txbook.core import seed_everything
 from txbook.data import TensorLoader
-from txbook.train import fit, rank_world, shard, warmup_cosine
+from txbook.distributed import rank_world, shard
+from txbook.optim import warmup_cosine
+from txbook.train import fit
 
 B = 4                  # rows per rank (b); the global batch is 2b
 N_SAMPLES = 45         # 5 global batches of 8 and a last one of 5
@@ -39,8 +41,16 @@ def make_net(dropout: float = 0.0) -> nn.Module:
     return nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.Dropout(dropout), nn.Linear(16, 3))
 
 
+def penalised(model, batch):
+    "A custom objective with a metric: cross-entropy plus a penalty on the logits' size, both row means"
+    x, y = batch
+    logits = model(x)
+    ms = logits.pow(2).mean()             # a mean over rows, as fit's weights n_r / B assume
+    return F.cross_entropy(logits, y) + 0.1 * ms, {'logit_ms': ms.item()}
+
+
 def tiny_run(*, batch_size: int, accum_steps: int = 1, dropout: float = 0.0, checkpoint=None,
-             max_steps=None, verbose: bool = False):
+             max_steps=None, verbose: bool = False, objective=None):
     "Train the tiny classifier with `fit`; returns the model and its history"
     net = make_net(dropout)
     if dropout:   # a different dropout stream on each rank, so that each rank's saved RNG state matters
@@ -48,9 +58,9 @@ def tiny_run(*, batch_size: int, accum_steps: int = 1, dropout: float = 0.0, che
     x, y = data()
     dl = TensorLoader(x, y, batch_size=batch_size, shuffle=True, seed=2)
     valid = TensorLoader(x[:13], y[:13], batch_size=5)      # last batch of 3: shards of 2 and 1
-    hist = fit(net, dl, valid, epochs=EPOCHS, lr=LR, warmup=WARMUP, label_smoothing=0.1, device='cpu',
-               accum_steps=accum_steps, checkpoint=checkpoint, max_steps=max_steps, progress=False,
-               verbose=verbose)
+    hist = fit(net, dl, valid, epochs=EPOCHS, lr=LR, warmup=WARMUP, device='cpu', accum_steps=accum_steps,
+               checkpoint=checkpoint, max_steps=max_steps, progress=False, verbose=verbose,
+               **(dict(objective=objective) if objective else dict(label_smoothing=0.1)))
     return net, hist
 
 
@@ -191,6 +201,29 @@ def test_resume_under_torchrun(two_procs):
     assert all(torch.equal(w0[k], w1[k]) for k in w0 if k.startswith('full.'))
 
 
+def test_custom_objective_under_torchrun(two_procs):
+    "A custom objective with a metric: 2 processes give the single-process run, and a resume is exact"
+    out, _ = two_procs
+    net, hist = tiny_run(batch_size=2 * B, objective=penalised)
+    assert 'valid_logit_ms' in hist and 'train_logit_ms' in hist
+    for r in range(2):
+        w = load_file(out / f'rank{r}.safetensors')
+        h = json.loads((out / f'rank{r}.json').read_text())
+        for k, v in net.state_dict().items():
+            torch.testing.assert_close(w[f'obj.{k}'], v, atol=1e-5, rtol=0, msg=k)
+        for key in ('loss', 'logit_ms', 'train_logit_ms', 'valid_loss', 'valid_logit_ms'):
+            torch.testing.assert_close(h['obj'][key], hist[key], atol=1e-5, rtol=0, msg=key)
+        assert h['obj_part_steps'] == 5
+        for k in (k for k in w if k.startswith('obj.')):
+            assert torch.equal(w[k], w['obj_resumed.' + k[4:]]), (r, k)
+        assert h['obj_resumed']['loss'] == h['obj']['loss']
+
+
+def test_custom_objective_conflicts():
+    with pytest.raises(ValueError, match='label_smoothing=0.1'):
+        fit(make_net(), TensorLoader(*data(), batch_size=8), epochs=1, objective=penalised, label_smoothing=0.1)
+
+
 def test_batch_smaller_than_world(two_procs):
     out, _ = two_procs
     for r in range(2):
@@ -209,6 +242,12 @@ def _worker(out: Path):
     resumed, res['resumed'] = tiny_run(batch_size=2 * B, dropout=0.3, checkpoint=out / 'ck.safetensors')
     tensors |= {f'full.{k}': v for k, v in full.state_dict().items()}
     tensors |= {f'resumed.{k}': v for k, v in resumed.state_dict().items()}
+    obj, res['obj'] = tiny_run(batch_size=2 * B, objective=penalised)
+    _, part = tiny_run(batch_size=2 * B, objective=penalised, checkpoint=out / 'obj.safetensors', max_steps=5)
+    res['obj_part_steps'] = len(part['loss'])
+    obj_res, res['obj_resumed'] = tiny_run(batch_size=2 * B, objective=penalised, checkpoint=out / 'obj.safetensors')
+    tensors |= {f'obj.{k}': v for k, v in obj.state_dict().items()}
+    tensors |= {f'obj_resumed.{k}': v for k, v in obj_res.state_dict().items()}
     try: tiny_run(batch_size=1)                                # a global batch of 1 row for 2 ranks
     except ValueError as e: res['error'] = str(e)
     assert rank_world() == (rank, 2)

@@ -13,7 +13,8 @@ import torch
 
 # %% auto #0
 __all__ = ['SIZES', 'default_device', 'seed_everything', 'size_reason', 'size', 'is_quick', 'sized', 'size_note', 'budget_holds',
-           'format_value', 'report', 'torch_threads', 'in_colab', 'book_setup', 'BookDocRenderer', 'show_doc']
+           'format_value', 'report', 'Verdict', 'seed_verdict', 'torch_threads', 'time_it', 'Stopwatch', 'eval_mode',
+           'in_colab', 'book_setup', 'BookDocRenderer', 'show_doc']
 
 # %% ../nbs/00_core.ipynb #dcce9096
 def default_device() -> torch.device:
@@ -114,6 +115,39 @@ def report(name:str,     # what is measured, e.g. 'test accuracy (Fashion-MNIST)
     metrics[name] = {'value': value, 'fmt': fmt}
     p.write_text(json.dumps(metrics, indent=1, ensure_ascii=False) + '\n')
 
+# %% ../nbs/00_core.ipynb #d542eda4
+from dataclasses import dataclass
+
+@dataclass(frozen=True)
+class Verdict:
+    "What `seed_verdict` concluded; `str(verdict)` is the sentence"
+    winner:str|None   # the better method's name, None when the gap is within the noise
+    gap:float         # |m_A - m_B|
+    se:float          # the standard error of m_A - m_B
+    text:str          # the sentence, computed from the numbers
+    def __str__(self): return self.text
+
+def seed_verdict(a:list[float],  # method A, one value per seed
+                 b:list[float],  # method B, one value per seed
+                 *, names:tuple[str, str],  # what A and B are called in the sentence
+                 higher_is_better:bool,     # True for an accuracy, False for a loss
+                 fmt:str='.4g',             # how to show the numbers
+                ) -> Verdict:
+    "Is A better than B across seeds? Mean ± std of each; a winner when the gap is >= 2 se"
+    for name, v in zip(names, (a, b)):
+        if len(v) < 2: raise ValueError(f"{name}: {len(v)} seed(s); a verdict needs at least 2")
+    ma, mb = statistics.mean(a), statistics.mean(b)
+    se = math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
+    gap, better_a = abs(ma - mb), (ma > mb) == higher_is_better
+    both = f"{names[0]} {format_value(list(a), fmt)}, {names[1]} {format_value(list(b), fmt)}"
+    ratio = gap / se if se > 0 else (math.inf if gap > 0 else 0.0)   # no spread: any gap wins
+    if ratio >= 2:
+        win, lose = names if better_a else names[::-1]
+        return Verdict(win, gap, se, f"{win} is better than {lose} ({both}): the gap "
+                                     f"{gap:{fmt}} is {ratio:.1f} standard errors")
+    return Verdict(None, gap, se, f"no clear difference ({both}): the gap {gap:{fmt}} is "
+                                  f"{ratio:.1f} standard errors, under 2")
+
 # %% ../nbs/00_core.ipynb #7673592e
 from contextlib import contextmanager
 
@@ -124,6 +158,48 @@ def torch_threads(n:int, # number of CPU threads inside the block
     old = torch.get_num_threads(); torch.set_num_threads(n)
     try: yield
     finally: torch.set_num_threads(old)
+
+# %% ../nbs/00_core.ipynb #f5fc1cf8
+import time
+from typing import Callable
+from torch.utils import benchmark
+
+def time_it(fn:Callable[[], object],   # what to time, called with no arguments
+            *, min_run_time:float=0.2, # seconds of measurement to collect (after warm-up)
+            threads:int|None=None,     # CPU threads while timing; default: the current number
+           ) -> float:                 # seconds per call, the median over the measured blocks
+    "Median seconds of one call of `fn()`, measured by `torch.utils.benchmark.Timer`"
+    timer = benchmark.Timer(stmt='fn()', globals={'fn': fn},
+                            num_threads=threads or torch.get_num_threads())
+    return timer.blocked_autorange(min_run_time=min_run_time).median
+
+def _sync():
+    "Wait for the GPU's queued work, if a GPU is in use"
+    if torch.cuda.is_available() and torch.cuda.is_initialized(): torch.cuda.synchronize()
+
+class Stopwatch:
+    "Wall and CPU seconds of a `with` block (`.wall`, `.cpu`); the GPU is waited for at both ends"
+    def __enter__(self):
+        _sync()
+        self.wall, self.cpu = benchmark.utils.timer.timer(), time.process_time()
+        return self
+    def __exit__(self, *exc):
+        _sync()
+        self.wall = benchmark.utils.timer.timer() - self.wall
+        self.cpu = time.process_time() - self.cpu
+
+# %% ../nbs/00_core.ipynb #24db46da
+from torch import nn
+
+@contextmanager
+def eval_mode(model:nn.Module, # the model to evaluate
+             ):
+    "Run a block with `model` in eval mode, then restore the mode each of its submodules had"
+    modes = [(m, m.training) for m in model.modules()]
+    model.eval()
+    try: yield model
+    finally:
+        for m, training in modes: m.train(training)
 
 # %% ../nbs/00_core.ipynb #45a1e2d6
 def in_colab() -> bool:

@@ -15,10 +15,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 # %% auto #0
-__all__ = ['SHAKESPEARE_URL', 'SHAKESPEARE_SHA256', 'MNIST_FILES', 'MNIST_URLS', 'MNIST_SHA256', 'FASHION_CLASSES', 'CIFAR10_URL',
-           'CIFAR10_SHA256', 'CIFAR10_CLASSES', 'data_dir', 'cache_dir', 'file_sha256', 'download',
-           'load_tinyshakespeare', 'read_idx', 'load_mnist', 'load_cifar10', 'random_crop', 'random_hflip', 'augment',
-           'TensorLoader']
+__all__ = ['SHAKESPEARE_URL', 'SHAKESPEARE_SHA256', 'MNIST_FILES', 'MNIST_URLS', 'MNIST_SHA256', 'FASHION_CLASSES', 'MNIST_MEAN',
+           'MNIST_STD', 'FASHION_MEAN', 'FASHION_STD', 'MNIST_STATS', 'CIFAR10_URL', 'CIFAR10_SHA256',
+           'CIFAR10_CLASSES', 'data_dir', 'cache_dir', 'file_sha256', 'download', 'load_tinyshakespeare', 'read_idx',
+           'load_mnist', 'normalise', 'load_cifar10', 'random_crop', 'random_hflip', 'augment', 'TensorLoader']
 
 # %% ../nbs/00b_data.ipynb #ecc739e0
 def data_dir(name:str|None=None, # a dataset folder inside the data root, e.g. 'mnist' (not checked)
@@ -148,6 +148,20 @@ def load_mnist(kind:Literal['mnist','fashion-mnist']='mnist', # which dataset
     x, y = read_idx(files[0]), read_idx(files[1])
     if len(x) != len(y): raise ValueError(f"{len(x)} images but {len(y)} labels in {files}")
     return torch.from_numpy(x), torch.from_numpy(y).long()
+
+# %% ../nbs/00b_data.ipynb #9d092121
+MNIST_MEAN, MNIST_STD = 0.1307, 0.3081        # pixels of the MNIST training set, in [0, 1]
+FASHION_MEAN, FASHION_STD = 0.2860, 0.3530    # pixels of the Fashion-MNIST training set
+MNIST_STATS = {'mnist': (MNIST_MEAN, MNIST_STD), 'fashion-mnist': (FASHION_MEAN, FASHION_STD)}
+
+def normalise(x:Tensor,                 # (n, 28, 28) uint8 images from `load_mnist`
+              dataset:str='fashion-mnist', # whose statistics: 'mnist' or 'fashion-mnist'
+             ) -> Tensor:               # (n, 1, 28, 28) float32, mean ≈ 0 and std ≈ 1
+    "`load_mnist` images as the models take them: one channel, in [0, 1], standardised"
+    if dataset not in MNIST_STATS:
+        raise ValueError(f"dataset must be one of {list(MNIST_STATS)}, got {dataset!r}")
+    mean, std = MNIST_STATS[dataset]
+    return (x[:, None].float() / 255 - mean) / std
 
 # %% ../nbs/00b_data.ipynb #2428bcde
 CIFAR10_URL = 'https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz'

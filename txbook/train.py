@@ -14,6 +14,7 @@ import torch
 from torch import nn, Tensor
 from torch.nn.parallel import DistributedDataParallel
 from fastprogress.fastprogress import progress_bar
+from .core import eval_mode
 from .losses import accuracy, classification_objective
 from .optim import make_optimizer, warmup_cosine
 from .amp import Precision, autocast, grad_scaler, resolve_precision
@@ -63,18 +64,16 @@ def _evaluate(model:nn.Module, dl, objective:Callable, device:torch.device,
     "Means over the rows of `dl` of the objective's loss and metrics, in eval mode, all ranks"
     rank, world = rank_world()
     n, sums = 0, {}
-    was_training = model.training
-    model.eval()
-    for batch in dl:
-        batch = shard(batch, rank, world) if world > 1 else batch
-        k = _rows(batch)
-        if k == 0: continue                                # a last batch with fewer rows than ranks
-        with autocast(device, amp):
-            loss, metrics = _loss_metrics(objective(model, _to(batch, device)))
-        for name, v in {'loss': loss.item(), **metrics}.items():
-            sums[name] = sums.get(name, 0.0) + v * k
-        n += k
-    model.train(was_training)
+    with eval_mode(model):
+        for batch in dl:
+            batch = shard(batch, rank, world) if world > 1 else batch
+            k = _rows(batch)
+            if k == 0: continue                            # a last batch with fewer rows than ranks
+            with autocast(device, amp):
+                loss, metrics = _loss_metrics(objective(model, _to(batch, device)))
+            for name, v in {'loss': loss.item(), **metrics}.items():
+                sums[name] = sums.get(name, 0.0) + v * k
+            n += k
     totals = reduce_sums([n, *sums.values()], device)      # add up the sums of all ranks
     return {name: t / totals[0] for name, t in zip(sums, totals[1:])}
 
@@ -97,13 +96,11 @@ def predict(model:nn.Module, x:Tensor, *, batch_size:int=512, device=None,
     "Outputs of `model` for every row of `x`, computed in batches in eval mode, returned on the CPU"
     device = device or next(model.parameters()).device
     amp = resolve_precision(precision, device)
-    was_training = model.training
-    model.eval()
     out = []
-    for i in range(0, len(x), batch_size):
-        with autocast(device, amp):
-            out.append(model(x[i:i + batch_size].to(device)).float().cpu())
-    model.train(was_training)
+    with eval_mode(model):
+        for i in range(0, len(x), batch_size):
+            with autocast(device, amp):
+                out.append(model(x[i:i + batch_size].to(device)).float().cpu())
     return torch.cat(out)
 
 # %% ../nbs/00c_train.ipynb #3ad316ef
