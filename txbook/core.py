@@ -13,8 +13,8 @@ import torch
 
 # %% auto #0
 __all__ = ['SIZES', 'default_device', 'seed_everything', 'size_reason', 'size', 'is_quick', 'sized', 'size_note', 'budget_holds',
-           'format_value', 'report', 'Verdict', 'seed_verdict', 'torch_threads', 'time_it', 'Stopwatch', 'eval_mode',
-           'in_colab', 'book_setup', 'BookDocRenderer', 'show_doc']
+           'format_value', 'report', 'Verdict', 'stats_verdict', 'seed_verdict', 'torch_threads', 'time_it',
+           'Stopwatch', 'eval_mode', 'in_colab', 'book_setup', 'BookDocRenderer', 'show_doc']
 
 # %% ../nbs/00_core.ipynb #dcce9096
 def default_device() -> torch.device:
@@ -120,33 +120,44 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Verdict:
-    "What `seed_verdict` concluded; `str(verdict)` is the sentence"
-    winner:str|None   # the better method's name, None when the gap is within the noise
-    gap:float         # |m_A - m_B|
-    se:float          # the standard error of m_A - m_B
-    text:str          # the sentence, computed from the numbers
+    "What `seed_verdict` concluded about A against B; `str(verdict)` is the sentence"
+    mean_a:float; std_a:float; mean_b:float; std_b:float
+    diff:float    # m_A − m_B
+    noise:float   # twice the larger of the two standard deviations
+    word:str      # 'better', 'worse' or 'no measurable difference' (A against B)
+    text:str      # the sentence, computed from the numbers
     def __str__(self): return self.text
 
-def seed_verdict(a:list[float],  # method A, one value per seed
-                 b:list[float],  # method B, one value per seed
+def stats_verdict(a:tuple[float, float],   # (mean, std) of method A over its seeds
+                  b:tuple[float, float],   # (mean, std) of method B
+                  *, names:tuple[str, str], higher_is_better:bool, fmt:str='.4g',
+                  shown:tuple[str, str]|None=None,   # how A's and B's numbers are written
+                 ) -> Verdict:
+    "The seeds rule on recorded statistics: A − B counts only beyond twice the larger std"
+    (ma, sa), (mb, sb) = a, b
+    diff, noise = ma - mb, 2 * max(sa, sb)
+    gain = diff if higher_is_better else -diff
+    word = 'better' if gain > noise else 'worse' if gain < -noise else 'no measurable difference'
+    sa_, sb_ = shown or (f"{ma:{fmt}} ± {sa:{fmt}}", f"{mb:{fmt}} ± {sb:{fmt}}")
+    both = f"{names[0]} ({sa_}) and {names[1]} ({sb_})"
+    size = f"the gap {diff:+{fmt}} against a noise level of ±{noise:{fmt}}"
+    text = (f"no measurable difference between {both}: {size}" if word.startswith('no') else
+            f"{names[0]} ({sa_}) is {word} than {names[1]} ({sb_}): {size}")
+    return Verdict(ma, sa, mb, sb, diff, noise, word, text)
+
+def seed_verdict(a,   # method A: one value per seed (a list, a tensor)
+                 b,   # method B: one value per seed
                  *, names:tuple[str, str],  # what A and B are called in the sentence
                  higher_is_better:bool,     # True for an accuracy, False for a loss
                  fmt:str='.4g',             # how to show the numbers
                 ) -> Verdict:
-    "Is A better than B across seeds? Mean ± std of each; a winner when the gap is >= 2 se"
+    "Is A better than B across seeds? Mean ± std of each; a gap counts beyond twice the larger std"
+    a, b = [float(v) for v in a], [float(v) for v in b]
     for name, v in zip(names, (a, b)):
         if len(v) < 2: raise ValueError(f"{name}: {len(v)} seed(s); a verdict needs at least 2")
-    ma, mb = statistics.mean(a), statistics.mean(b)
-    se = math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
-    gap, better_a = abs(ma - mb), (ma > mb) == higher_is_better
-    both = f"{names[0]} {format_value(list(a), fmt)}, {names[1]} {format_value(list(b), fmt)}"
-    ratio = gap / se if se > 0 else (math.inf if gap > 0 else 0.0)   # no spread: any gap wins
-    if ratio >= 2:
-        win, lose = names if better_a else names[::-1]
-        return Verdict(win, gap, se, f"{win} is better than {lose} ({both}): the gap "
-                                     f"{gap:{fmt}} is {ratio:.1f} standard errors")
-    return Verdict(None, gap, se, f"no clear difference ({both}): the gap {gap:{fmt}} is "
-                                  f"{ratio:.1f} standard errors, under 2")
+    stats = [(statistics.mean(v), statistics.stdev(v)) for v in (a, b)]
+    return stats_verdict(*stats, names=names, higher_is_better=higher_is_better, fmt=fmt,
+                         shown=(format_value(a, fmt), format_value(b, fmt)))
 
 # %% ../nbs/00_core.ipynb #7673592e
 from contextlib import contextmanager
