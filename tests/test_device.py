@@ -105,7 +105,7 @@ class DeviceAudit(TorchFunctionMode):
 
 
 # ------------------------------------------------------------------ the model families, small
-from txbook.blocks import Transformer        # noqa: E402
+from txbook.seq2seq import Transformer       # noqa: E402
 from txbook.heads import GPT, GPTConfig, SequenceClassifier, lm_loss   # noqa: E402
 from txbook.mae import MAE, pretrain         # noqa: E402
 from txbook.poslabels import APLHead, PositionLabelViT, RPLHead       # noqa: E402

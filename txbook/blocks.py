@@ -1,4 +1,4 @@
-"""Attention mixes tokens, an MLP mixes features; LayerNorm and residual connections make a deep stack trainable. Then an encoder, a decoder and an encoder–decoder that learns to reverse digit strings.
+"""Attention mixes tokens, an MLP mixes features; LayerNorm and residual connections make a deep stack trainable. Then an encoder stack and a decoder stack.
 
 Docs: https://txbook.github.io/txbook/nbs/blocks.html.md"""
 
@@ -10,10 +10,12 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
-from .mhsa import MultiHeadAttention, KVCache, check_tokens, mha_from_torch
+from .mhsa import MultiHeadAttention, KVCache, check_tokens
+from .foreign import load_into, rename, torch_activation
 
 # %% auto #0
-__all__ = ['Activation', 'MLP', 'LayerNorm', 'TransformerBlock', 'Encoder', 'DecoderBlock', 'Decoder', 'Transformer']
+__all__ = ['Activation', 'MLP', 'LayerNorm', 'TransformerBlock', 'block_from_torch', 'Encoder', 'DecoderBlock',
+           'decoder_block_from_torch', 'Decoder']
 
 # %% ../nbs/03_blocks.ipynb #c769062b
 Activation = Literal['gelu', 'gelu_tanh', 'relu']
@@ -57,34 +59,6 @@ class LayerNorm(nn.Module):
         return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)
 
 # %% ../nbs/03_blocks.ipynb #ad093429
-def _torch_activation(layer):
-    a = layer.activation
-    if a is F.relu or isinstance(a, nn.ReLU): return 'relu'
-    if a is F.gelu or (isinstance(a, nn.GELU) and a.approximate == 'none'): return 'gelu'
-    if isinstance(a, nn.GELU) and a.approximate == 'tanh': return 'gelu_tanh'
-    raise ValueError(f"unsupported activation {a!r}; expected relu or gelu")
-
-def _torch_block_options(layer) -> dict:
-    "The constructor options of a `nn.TransformerEncoderLayer` or `...DecoderLayer`, in our names"
-    return dict(d_mlp=layer.linear1.out_features, dropout=layer.dropout.p,
-                norm_first=layer.norm_first, activation=_torch_activation(layer),
-                bias=layer.linear1.bias is not None, norm_eps=layer.norm1.eps)
-
-def _load_linear(ours:nn.Linear, theirs:nn.Linear):
-    "Copy a linear layer bit for bit (`ours` already has the source dtype)"
-    with torch.no_grad():
-        ours.weight.copy_(theirs.weight)
-        if theirs.bias is not None: ours.bias.copy_(theirs.bias)
-
-def _load_norm(ours:LayerNorm, theirs:nn.LayerNorm):
-    if theirs.weight is None:
-        raise ValueError("nn.LayerNorm without elementwise_affine is not supported")
-    with torch.no_grad():
-        ours.weight.copy_(theirs.weight)
-        if theirs.bias is None: ours.bias.zero_()          # nn.LayerNorm(bias=False): zero shift
-        else: ours.bias.copy_(theirs.bias)
-    ours.eps = theirs.eps
-
 def _first_rows(mask, n_out, N, is_causal, cache):
     "The rows of `mask` that the first `n_out` queries read (for `TransformerBlock(n_out=...)`)"
     if is_causal or cache is not None:
@@ -144,19 +118,33 @@ class TransformerBlock(nn.Module):
         x = self.norm1(x + self.drop(a))
         return self.norm2(x + self.mlp(x))
 
-    @classmethod
-    def from_torch(cls, layer:nn.TransformerEncoderLayer, # PyTorch's encoder layer
-                  ) -> TransformerBlock:
-        "A `TransformerBlock` with the weights (bit-exact, same dtype) and options of `layer`"
-        w = layer.linear1.weight
-        new = cls(layer.self_attn.embed_dim, layer.self_attn.num_heads,
-                  **_torch_block_options(layer)).to(w.device, w.dtype)
-        new.attn = mha_from_torch(layer.self_attn)
-        _load_linear(new.mlp.fc1, layer.linear1)
-        _load_linear(new.mlp.fc2, layer.linear2)
-        _load_norm(new.norm1, layer.norm1)
-        _load_norm(new.norm2, layer.norm2)
-        return new
+
+# %% ../nbs/03_blocks.ipynb #0df7c2eb
+def _torch_block_options(layer) -> dict:
+    "The constructor options of a `nn.TransformerEncoderLayer` or `...DecoderLayer`, in our names"
+    if layer.norm1.weight is None:
+        raise ValueError("nn.LayerNorm without elementwise_affine is not supported")
+    return dict(d_mlp=layer.linear1.out_features, dropout=layer.dropout.p,
+                norm_first=layer.norm_first, activation=torch_activation(layer.activation),
+                bias=layer.linear1.bias is not None, norm_eps=layer.norm1.eps)
+
+_TORCH_BLOCK = [(r'in_proj_(weight|bias)$', r'to_qkv.\1'), (r'out_proj\.', 'to_out.'),
+                (r'^linear1\.', 'mlp.fc1.'), (r'^linear2\.', 'mlp.fc2.'),
+                (r'^multihead_attn\.', 'cross_attn.')]           # PyTorch's names -> ours
+
+def _load_torch(new:nn.Module, layer:nn.Module, attn:str) -> nn.Module:
+    "Copy `layer`'s tensors into `new` (its self-attention is called `attn`), bit-exact, same dtype"
+    sd = rename(layer.state_dict(), _TORCH_BLOCK + [(r'^self_attn\.', attn)])
+    for k, t in new.state_dict().items():                 # nn.LayerNorm(bias=False): zero shift
+        if k.startswith('norm') and k.endswith('bias'): sd.setdefault(k, torch.zeros_like(t))
+    return load_into(new, sd, like=layer.linear1.weight)
+
+def block_from_torch(layer:nn.TransformerEncoderLayer, # PyTorch's encoder layer
+                    ) -> TransformerBlock:
+    "A `TransformerBlock` with the weights (bit-exact, same dtype) and options of `layer`"
+    new = TransformerBlock(layer.self_attn.embed_dim, layer.self_attn.num_heads,
+                           **_torch_block_options(layer))
+    return _load_torch(new, layer, 'attn.')
 
 # %% ../nbs/03_blocks.ipynb #b870a31e
 class Encoder(nn.Module):
@@ -241,21 +229,14 @@ class DecoderBlock(nn.Module):
         x = self.norm2(x + ca(x))
         return self.norm3(x + self.mlp(x))
 
-    @classmethod
-    def from_torch(cls, layer:nn.TransformerDecoderLayer, # PyTorch's decoder layer
-                  ) -> DecoderBlock:
-        "A `DecoderBlock` with the weights (bit-exact, same dtype) and options of `layer`"
-        w = layer.linear1.weight
-        new = cls(layer.self_attn.embed_dim, layer.self_attn.num_heads,
-                  **_torch_block_options(layer)).to(w.device, w.dtype)
-        new.self_attn = mha_from_torch(layer.self_attn)
-        new.cross_attn = mha_from_torch(layer.multihead_attn)
-        _load_linear(new.mlp.fc1, layer.linear1)
-        _load_linear(new.mlp.fc2, layer.linear2)
-        for ours, theirs in [(new.norm1, layer.norm1), (new.norm2, layer.norm2),
-                             (new.norm3, layer.norm3)]:
-            _load_norm(ours, theirs)
-        return new
+
+# %% ../nbs/03_blocks.ipynb #600f0856
+def decoder_block_from_torch(layer:nn.TransformerDecoderLayer, # PyTorch's decoder layer
+                            ) -> DecoderBlock:
+    "A `DecoderBlock` with the weights (bit-exact, same dtype) and options of `layer`"
+    new = DecoderBlock(layer.self_attn.embed_dim, layer.self_attn.num_heads,
+                       **_torch_block_options(layer))
+    return _load_torch(new, layer, 'self_attn.')
 
 # %% ../nbs/03_blocks.ipynb #467f0d27
 class Decoder(nn.Module):
@@ -286,113 +267,3 @@ class Decoder(nn.Module):
             x = blk(x, memory, mask=mask, memory_mask=memory_mask, is_causal=is_causal,
                     cache=cache)
         return self.norm(x)
-
-# %% ../nbs/03_blocks.ipynb #c2129798
-def _padding_mask(keep:Tensor|None, # (B, M) bool, True = a real token, False = PAD
-                  shape:tuple,      # the (B, M) it must have
-                  name:str,         # the argument's name, for the error message
-                 ) -> Tensor|None:  # (B, 1, 1, M): the same keys for every head and query
-    "A key-padding mask as an attention mask that broadcasts over heads and queries"
-    if keep is None: return None
-    if keep.dtype != torch.bool or tuple(keep.shape) != tuple(shape):
-        raise ValueError(f"{name} must be a bool tensor of shape {tuple(shape)} (B, M), True = "
-                         f"real token; got {keep.dtype} of shape {tuple(keep.shape)}")
-    return keep[:, None, None, :]
-
-class Transformer(nn.Module):
-    "Encoder–decoder on token ids: embeddings + positions, `Encoder`, `Decoder`, linear head"
-    def __init__(self, src_vocab:int,             # source vocabulary size
-                 tgt_vocab:int,                   # target vocabulary size (with the start token)
-                 d_model:int,                     # D
-                 n_heads:int,                     # H
-                 *,
-                 depth:int=2,                     # encoder blocks
-                 dec_depth:int|None=None,         # decoder blocks (default `depth`)
-                 max_len:int=256,                 # longest sequence the position table covers
-                 **block_kw,                      # passed to every block
-                ):
-        super().__init__()
-        self.src_emb = nn.Embedding(src_vocab, d_model)
-        self.tgt_emb = nn.Embedding(tgt_vocab, d_model)
-        self.pos_emb = nn.Embedding(max_len, d_model)    # learned positions (chapter 04 compares)
-        self.encoder = Encoder(d_model, n_heads, depth, **block_kw)
-        self.decoder = Decoder(d_model, n_heads, dec_depth or depth, **block_kw)
-        self.head = nn.Linear(d_model, tgt_vocab)
-
-    def embed(self, ids:Tensor,      # (B, N) token ids
-              emb:nn.Embedding,      # `src_emb` or `tgt_emb`
-              offset:int=0,          # position of the first token (cached tokens before it)
-             ) -> Tensor:            # (B, N, D)
-        "Token embeddings plus the learned positions offset..offset+N-1"
-        N, n_pos = ids.shape[-1], self.pos_emb.num_embeddings
-        if offset + N > n_pos:
-            raise ValueError(f"sequence length {offset + N} exceeds max_len={n_pos}")
-        return emb(ids) + self.pos_emb(torch.arange(offset, offset + N, device=ids.device))
-
-    def encode(self, src:Tensor,                         # (B, M) source ids
-               *,
-               src_keep:Tensor|None=None,                # (B, M) bool, False = PAD
-              ) -> Tensor:                               # memory (B, M, D)
-        "The encoder's output; no source token attends to a PAD"
-        mask = _padding_mask(src_keep, src.shape, 'src_keep')      # (B, 1, 1, M)
-        return self.encoder(self.embed(src, self.src_emb), mask=mask)
-
-    def decode(self, tgt:Tensor,                         # (B, N) target ids (the new ones)
-               memory:Tensor,                            # (B, M, D)
-               *,
-               caches:list[KVCache]|None=None,           # one per decoder block, for generation
-               src_keep:Tensor|None=None,                # (B, M) bool, False = PAD in the source
-               tgt_keep:Tensor|None=None,                # (B, T+N) bool, False = PAD in the
-                                                         # target (T cached tokens first)
-              ) -> Tensor:                               # logits (B, N, V)
-        "Logits for every target position; causal, and blind to PAD keys in both attentions"
-        offset = len(caches[0]) if caches else 0
-        x = self.embed(tgt, self.tgt_emb, offset)
-        B, N = tgt.shape
-        mask = _padding_mask(tgt_keep, (B, offset + N), 'tgt_keep')          # (B, 1, 1, T+N)
-        memory_mask = _padding_mask(src_keep, memory.shape[:2], 'src_keep')  # (B, 1, 1, M)
-        # the decoder's self-attention combines `mask` with its causal mask
-        x = self.decoder(x, memory, mask=mask, memory_mask=memory_mask, caches=caches)
-        return self.head(x)
-
-    def forward(self, src:Tensor,                        # (B, M) source ids
-                tgt:Tensor,                              # (B, N) target ids (teacher forcing)
-                *,
-                src_keep:Tensor|None=None,               # (B, M) bool, False = PAD
-                tgt_keep:Tensor|None=None,               # (B, N) bool, False = PAD
-               ) -> Tensor:                              # logits (B, N, V)
-        memory = self.encode(src, src_keep=src_keep)
-        return self.decode(tgt, memory, src_keep=src_keep, tgt_keep=tgt_keep)
-
-    @torch.no_grad()
-    def generate(self, src:Tensor,  # (B, M) source ids
-                 n_steps:int,       # largest number of tokens to produce
-                 *,
-                 bos:int,           # start token id
-                 eos:int|None=None, # end token id: a sequence that emitted it is finished
-                 pad:int|None=None, # what finished sequences emit (needed with `eos`)
-                 src_keep:Tensor|None=None, # (B, M) bool, False = PAD in the source
-                 use_cache:bool=True, # reuse the decoder's keys and values (same result, faster)
-                ) -> Tensor:        # (B, n_steps) greedily decoded ids
-        "Greedy decoding: feed back the most likely token one step at a time, until every `eos`"
-        if (eos is None) != (pad is None):
-            raise ValueError(f"eos and pad go together: got eos={eos}, pad={pad}")
-        memory = self.encode(src, src_keep=src_keep)
-        B = src.shape[0]
-        out = torch.full((B, 1), bos, dtype=torch.long, device=src.device)
-        done = torch.zeros(B, dtype=torch.bool, device=src.device)     # (B,) emitted `eos`
-        caches = [KVCache() for _ in self.decoder.blocks] if use_cache else None
-        for _ in range(n_steps):
-            new = out[:, -1:] if use_cache else out          # the cache holds the rest
-            logits = self.decode(new, memory, caches=caches, src_keep=src_keep)[:, -1]  # (B, V)
-            nxt = logits.argmax(-1)                          # (B,)
-            if eos is not None:
-                nxt = nxt.masked_fill(done, pad)             # finished sequences emit PAD
-                done = done | (nxt == eos)
-            out = torch.cat([out, nxt[:, None]], dim=1)
-            if eos is not None and bool(done.all()): break   # every sequence has ended
-        out = out[:, 1:]
-        if out.shape[1] < n_steps:                           # stopped early: fill with PAD
-            out = F.pad(out, (0, n_steps - out.shape[1]), value=pad)
-        return out
-
