@@ -6,13 +6,15 @@
 - SwinBlock.window_attention: equal to one global attention restricted to the naive, border-clipped
   shifted windows (no roll, no partition);
 - Swin.from_hf: logits of random Hugging Face Swin models (random configurations drawn by hypothesis,
-  padded stages included) within 1e-4 in float32 and 1e-10 in float64, dtype kept.
+  padded stages included) within 1e-4 in float32 and 1e-10 in float64, dtype kept; every tensor of a
+  state dict removed in turn is a ValueError naming it (not a KeyError), and so is an unknown one.
 """
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st, HealthCheck
 
-from txbook.swin import window_partition, window_reverse, shifted_window_mask, SwinBlock, Swin, _pair
+from txbook.foreign import pair
+from txbook.swin import window_partition, window_reverse, shifted_window_mask, SwinBlock, Swin
 
 torch.set_num_threads(1)
 FAST = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -96,7 +98,23 @@ def test_from_hf_matches_random_configs(cfg, dtype, seed):
     hf = hf.eval().to(dtype)
     ours = Swin.from_hf(hf).eval()
     assert ours.head.weight.dtype == dtype
-    x = torch.randn(2, cfg['num_channels'], *_pair(cfg['image_size']), dtype=dtype)
+    x = torch.randn(2, cfg['num_channels'], *pair(cfg['image_size']), dtype=dtype)
     with torch.no_grad():
         d = (hf(pixel_values=x).logits - ours(x)).abs().max().item()
     assert d < (1e-4 if dtype == torch.float32 else 1e-10), (cfg, d)
+
+
+def test_from_hf_names_every_missing_or_unknown_tensor():
+    transformers = pytest.importorskip('transformers')
+    transformers.logging.set_verbosity_error()
+    from txbook.foreign import swin_hf_state_dict
+    cfg = transformers.SwinConfig(image_size=16, patch_size=2, embed_dim=8, depths=[2, 1], num_heads=[1, 2],
+                                  window_size=4, use_absolute_embeddings=True, num_labels=3)
+    sd = transformers.SwinForImageClassification(cfg).state_dict()
+    keys = [k for k in sd if not k.endswith('relative_position_index')]
+    swin_hf_state_dict(sd, cfg)                          # the whole state dict: every tensor used
+    for key in keys:
+        with pytest.raises(ValueError, match=f"no tensor '{key}'"):
+            swin_hf_state_dict({k: v for k, v in sd.items() if k != key}, cfg)
+    with pytest.raises(ValueError, match=r"does not know these tensors: \['swin.extra'\]"):
+        swin_hf_state_dict({**sd, 'swin.extra': torch.zeros(1)}, cfg)

@@ -13,8 +13,7 @@ import torch.nn.functional as F
 from torch import nn, Tensor
 
 # %% auto #0
-__all__ = ['HF_ACTIVATIONS', 'HF4_TO_5', 'pair', 'take', 'check_unused', 'hf_activation', 'torch_activation', 'rename',
-           'load_into']
+__all__ = ['HF_ACTIVATIONS', 'HF4_TO_5', 'pair', 'take', 'check_unused', 'hf_activation', 'torch_activation', 'rename', 'load_into', 'vit_hf_options', 'hf_block', 'vit_hf_state_dict', 'swin_hf_options', 'swin_hf_state_dict']
 
 # %% ../nbs/00d_foreign.ipynb #50bb4cda
 def pair(s:int|Sequence[int], # a side, or (height, width)
@@ -105,3 +104,103 @@ def load_into(model:nn.Module,          # the book's model, freshly built
         raise ValueError(f"shapes do not match: {bad}")
     model.load_state_dict(state)
     return model
+
+# %% ../nbs/06_vit.ipynb #186ca746
+def vit_hf_options(c) -> dict:
+    "`ViT`'s arguments for a Hugging Face `ViTConfig`; an option `ViT` cannot express raises"
+    ph, pw = pair(c.patch_size)
+    if ph != pw: raise ValueError(f"patch_size={c.patch_size}: only square patches are supported")
+    D, H = c.hidden_size, c.num_attention_heads
+    head_dim = getattr(c, 'head_dim', None)
+    if head_dim is not None and head_dim * H != D:
+        raise ValueError(f"head_dim={head_dim} with {H} heads is not hidden_size={D}")
+    if not c.num_labels:
+        raise ValueError("num_labels=0 (no classifier) is not supported; ViT needs n_classes >= 1")
+    if getattr(c, 'pruned_heads', None):
+        raise ValueError(f"pruned_heads={c.pruned_heads} is not supported")
+    return dict(img_size=pair(c.image_size), patch_size=ph, in_chans=c.num_channels,
+                n_classes=c.num_labels, d_model=D, depth=c.num_hidden_layers, n_heads=H,
+                mlp_ratio=c.intermediate_size / D, norm_eps=c.layer_norm_eps,
+                activation=hf_activation(c.hidden_act))
+
+# %% ../nbs/06_vit.ipynb #f8020202
+_HF_LAYER = [('norm1', 'layernorm_before'), ('norm2', 'layernorm_after'), ('mlp.fc1', 'mlp.fc1'),
+             ('mlp.fc2', 'mlp.fc2')]          # ours, Hugging Face's (ViT and Swin blocks alike)
+
+def hf_block(s:dict[str, Tensor], # a Hugging Face state dict under transformers 5's names
+             h:str,               # the block's prefix in it, e.g. 'vit.layers.0.'
+             o:str,               # ours, e.g. 'encoder.blocks.0.'
+             attn:str,            # our attention module inside the block ('attn.' or 'attn.attn.')
+             qkv_bias:bool,       # whether q, k and v have biases
+            ) -> dict[str, Tensor]: # the block's tensors under our names
+    "One pre-norm block: q, k, v stacked into `to_qkv` (rows q | k | v), the rest copied"
+    new = {o + attn + 'to_qkv.weight': torch.cat([take(s, f'{h}attention.{n}_proj.weight')
+                                                  for n in 'qkv'])}             # (3D, D)
+    if qkv_bias: new[o + attn + 'to_qkv.bias'] = torch.cat([take(s, f'{h}attention.{n}_proj.bias')
+                                                           for n in 'qkv'])
+    for p in ('weight', 'bias'):
+        new[f'{o}{attn}to_out.{p}'] = take(s, f'{h}attention.o_proj.{p}')
+        for ours, theirs in _HF_LAYER: new[f'{o}{ours}.{p}'] = take(s, f'{h}{theirs}.{p}')
+    return new
+
+def vit_hf_state_dict(sd:dict[str, Tensor], # a `ViTForImageClassification`'s state dict
+                      c,                    # its config
+                     ) -> dict[str, Tensor]:
+    "The Hugging Face tensors under our names (the conv kernel flattened, q | k | v stacked)"
+    s, e = rename(sd), 'vit.embeddings.'
+    new = {'patch_embed.proj.weight': take(s, e + 'patch_embeddings.projection.weight').flatten(1),
+           'patch_embed.proj.bias': take(s, e + 'patch_embeddings.projection.bias'),
+           'cls_token': take(s, e + 'cls_token'),
+           'pos_emb.weight': take(s, e + 'position_embeddings')[0],         # (1 + N, D)
+           'encoder.norm.weight': take(s, 'vit.layernorm.weight'),
+           'encoder.norm.bias': take(s, 'vit.layernorm.bias'),
+           'head.weight': take(s, 'classifier.weight'), 'head.bias': take(s, 'classifier.bias')}
+    for i in range(c.num_hidden_layers):
+        o = f'encoder.blocks.{i}.'
+        new |= hf_block(s, f'vit.layers.{i}.', o, 'attn.', c.qkv_bias)
+        if not c.qkv_bias:                                  # ours has biases: zeros, same numbers
+            new[o + 'attn.to_qkv.bias'] = new[o + 'attn.to_qkv.weight'].new_zeros(3 * c.hidden_size)
+    check_unused(s, 'ViT.from_hf')
+    return new
+
+# %% ../nbs/08_swin.ipynb #9187976c
+def swin_hf_options(c) -> dict:
+    "`Swin`'s arguments for a Hugging Face `SwinConfig`; an option `Swin` cannot express raises"
+    S = pair(c.patch_size)
+    if S[0] != S[1]:
+        raise ValueError(f"patch_size={c.patch_size}: only square patches are supported")
+    return dict(img_size=pair(c.image_size), patch_size=S[0], in_chans=c.num_channels,
+                n_classes=c.num_labels, d_model=c.embed_dim, depths=tuple(c.depths),
+                n_heads=tuple(c.num_heads), window=c.window_size, mlp_ratio=c.mlp_ratio,
+                abs_pos=c.use_absolute_embeddings, qkv_bias=c.qkv_bias,
+                dropout=c.hidden_dropout_prob, attn_dropout=c.attention_probs_dropout_prob,
+                drop_path=c.drop_path_rate, norm_eps=c.layer_norm_eps,
+                activation=hf_activation(c.hidden_act))
+
+def swin_hf_state_dict(sd:dict[str, Tensor], # a `SwinForImageClassification`'s state dict
+                       c,                    # its config
+                      ) -> dict[str, Tensor]:
+    "The Hugging Face tensors under our names (conv kernel flattened, q | k | v stacked)"
+    s = {k: v for k, v in rename(sd).items()
+         if not k.endswith('relative_position_index')}                # a buffer we recompute
+    e, conv = 'swin.embeddings.', 'swin.embeddings.patch_embeddings.projection.'
+    new = {'patch_embed.proj.weight': take(s, conv + 'weight').flatten(1),   # (D, C·S·S)
+           'patch_embed.proj.bias': take(s, conv + 'bias'),
+           'patch_norm.weight': take(s, e + 'norm.weight'),
+           'patch_norm.bias': take(s, e + 'norm.bias'),
+           'norm.weight': take(s, 'swin.layernorm.weight'),
+           'norm.bias': take(s, 'swin.layernorm.bias'),
+           'head.weight': take(s, 'classifier.weight'), 'head.bias': take(s, 'classifier.bias')}
+    if c.use_absolute_embeddings: new['pos_emb'] = take(s, e + 'position_embeddings')
+    table = 'attention.relative_position_bias.relative_position_bias_table'
+    for st, depth in enumerate(c.depths):
+        for i in range(depth):
+            h, o = f'swin.encoder.layers.{st}.blocks.{i}.', f'stages.{st}.{i}.'
+            new |= hf_block(s, h, o, 'attn.attn.', c.qkv_bias)
+            new[o + 'attn.rel_bias.table'] = take(s, h + table)
+        if st < len(c.depths) - 1:
+            d = f'swin.encoder.layers.{st}.downsample.'
+            for p in ('reduction.weight', 'norm.weight', 'norm.bias'):
+                new[f'merges.{st}.{p}'] = take(s, d + p)
+    check_unused(s, 'Swin.from_hf')
+    return new

@@ -6,7 +6,7 @@ Docs: https://txbook.github.io/txbook/nbs/swin.html.md"""
 
 # %% ../nbs/08_swin.ipynb #1b694780
 from __future__ import annotations
-import re
+from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
@@ -14,11 +14,12 @@ from einops import rearrange
 from .mhsa import MultiHeadAttention
 from .blocks import MLP, Activation
 from .position import RelativePositionBias
-from .vit import PatchEmbedding, patch_grid
+from .vit import PatchEmbedding, image_grid, patch_grid
+from .foreign import load_into, swin_hf_options, swin_hf_state_dict  # the last two: below
 
 # %% auto #0
 __all__ = ['window_partition', 'window_reverse', 'shift_regions', 'shifted_window_mask', 'WindowAttention', 'DropPath',
-           'SwinBlock', 'PatchMerging', 'Swin']
+           'SwinBlock', 'PatchMerging', 'swin_grids', 'SwinStage', 'SwinBackbone', 'Swin']
 
 # %% ../nbs/08_swin.ipynb #23b7c9bb
 def window_partition(x:Tensor,    # (B, h, w, D) feature map, h and w multiples of `window`
@@ -117,7 +118,7 @@ class WindowAttention(nn.Module):
             b = b.expand(BnW // nW, nW, self.n_heads, N, N).reshape(BnW, self.n_heads, N, N)
         return self.attn(x, mask=None if b is None else b.to(x.dtype))
 
-# %% ../nbs/08_swin.ipynb #7e0c3107
+# %% ../nbs/08_swin.ipynb #75dfc657
 class DropPath(nn.Module):
     "Stochastic depth: in training, zero a whole residual branch for a random subset of the samples"
     def __init__(self, p:float=0.0): # probability of dropping the branch of a sample
@@ -129,6 +130,7 @@ class DropPath(nn.Module):
         keep = torch.rand((x.shape[0],) + (1,) * (x.ndim - 1), device=x.device) >= self.p
         return x * keep.to(x.dtype) / (1 - self.p)
 
+# %% ../nbs/08_swin.ipynb #7e0c3107
 class SwinBlock(nn.Module):
     "Swin block: pre-norm (shifted) window attention and an MLP, each inside a residual connection"
     def __init__(self, d_model:int,          # D
@@ -212,26 +214,50 @@ class PatchMerging(nn.Module):
         return self.reduction(self.norm(x))
 
 # %% ../nbs/08_swin.ipynb #e38f2e1e
-_HF_ACT = {'gelu': 'gelu', 'gelu_new': 'gelu_tanh', 'gelu_pytorch_tanh': 'gelu_tanh',
-           'relu': 'relu'}
-_HF4_TO_5 = [(r'attention\.self\.query\.', 'attention.q_proj.'),  # transformers 4.x -> 5.x names
-             (r'attention\.self\.key\.', 'attention.k_proj.'),
-             (r'attention\.self\.value\.', 'attention.v_proj.'),
-             (r'attention\.output\.dense\.', 'attention.o_proj.'),
-             (r'attention\.self\.relative_position_bias_table',
-              'attention.relative_position_bias.relative_position_bias_table'),
-             (r'\.intermediate\.dense\.', '.mlp.fc1.'),
-             (r'(blocks\.\d+)\.output\.dense\.', r'\1.mlp.fc2.')]
+def swin_grids(grid:tuple[int, int], # (h, w), the first stage's token grid
+               n_stages:int,         # stages; each after the first halves the grid
+               window:int,           # G, no stage may be smaller
+              ) -> list[tuple[int, int]]: # every stage's grid
+    "The token grid of every stage; `ValueError` if a stage cannot merge or hold a window"
+    grids = [tuple(grid)]
+    for s in range(1, n_stages):
+        h, w = grids[-1]
+        if h % 2 or w % 2:
+            raise ValueError(f"stage {s} has a {h}x{w} grid: patch merging needs even sides")
+        grids.append((h // 2, w // 2))
+    for s, (h, w) in enumerate(grids):
+        if min(h, w) < window:
+            raise ValueError(f"stage {s + 1} has a {h}x{w} grid, smaller than the window {window}")
+    return grids
 
-def _pair(s): return (s, s) if isinstance(s, int) else tuple(s)
+class SwinStage(nn.ModuleList):
+    "`depth` Swin blocks on one grid, the shift alternating between 0 and G//2"
+    def __init__(self, d_model:int,           # D of this stage
+                 n_heads:int,                 # H
+                 depth:int,                   # blocks
+                 window:int,                  # G
+                 *,
+                 shifted:bool=True,           # False: never shift (the ablation)
+                 drop_path:Sequence[float]|None=None, # a stochastic-depth rate per block (0)
+                 **block_kw,                  # the other options of `SwinBlock`
+                ):
+        rates = [0.0] * depth if drop_path is None else list(drop_path)
+        if len(rates) != depth:
+            raise ValueError(f"{len(rates)} drop_path rates for {depth} blocks")
+        shifts = [window // 2 if shifted and i % 2 else 0 for i in range(depth)]
+        super().__init__(SwinBlock(d_model, n_heads, window, shifts[i], drop_path=rates[i],
+                                   **block_kw) for i in range(depth))
+
+    def forward(self, x:Tensor, grid:tuple[int, int]) -> Tensor:   # (B, h·w, D) -> (B, h·w, D)
+        for blk in self: x = blk(x, grid)
+        return x
 
 # %% ../nbs/08_swin.ipynb #bb0345ef
-class Swin(nn.Module):
-    "Swin Transformer: patch embedding, stages of (shifted) window blocks joined by patch merging"
+class SwinBackbone(nn.Module):
+    "Swin without its head: patch embedding, stages of (shifted) window blocks, patch merging"
     def __init__(self, *, img_size:int|tuple[int, int], # image side, or (height, width)
                  patch_size:int,            # S
                  in_chans:int,              # C
-                 n_classes:int,             # K
                  d_model:int,               # D, width of the first stage (doubles at each merge)
                  depths:tuple[int, ...],    # blocks per stage
                  n_heads:tuple[int, ...],   # heads per stage
@@ -251,55 +277,37 @@ class Swin(nn.Module):
         if len(depths) != len(n_heads):
             raise ValueError(f"depths {tuple(depths)} and n_heads {tuple(n_heads)} "
                              f"differ in length")
-        (Ih, Iw), S = _pair(img_size), patch_size                       # I_h x I_w pixels
-        if Ih % S or Iw % S:
-            raise ValueError(f"image size {Ih}x{Iw} is not divisible by patch size {S}")
-        self.img_size, self.patch_size, self.in_chans = (Ih, Iw), S, in_chans
-        self.grid = (Ih // S, Iw // S)                                  # the first stage's grid
+        self.img_size, self.grid = image_grid(img_size, patch_size)  # the first stage's grid
+        self.patch_size, self.in_chans = patch_size, in_chans
         self.window, self.depths = window, tuple(depths)
         self.stage_grids(self.grid)                                     # fail early on bad sizes
-        self.patch_embed = PatchEmbedding(in_chans, d_model, S)         # chapter 6
+        self.patch_embed = PatchEmbedding(in_chans, d_model, patch_size)  # chapter 6
         self.patch_norm = nn.LayerNorm(d_model)
         N = self.grid[0] * self.grid[1]
         self.pos_emb = nn.Parameter(torch.randn(1, N, d_model) * 0.02) if abs_pos else None
         self.drop = nn.Dropout(dropout)
-        rates = [drop_path * i / max(sum(depths) - 1, 1) for i in range(sum(depths))]
-        self.stages, self.merges = nn.ModuleList(), nn.ModuleList()
-        for s, (depth, heads) in enumerate(zip(depths, n_heads)):
-            D = d_model * 2 ** s
-            self.stages.append(nn.ModuleList([
-                SwinBlock(D, heads, window, window // 2 if shifted and i % 2 else 0,
-                          mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, rel_pos=rel_pos, dropout=dropout,
-                          attn_dropout=attn_dropout, drop_path=rates[sum(depths[:s]) + i],
-                          norm_eps=norm_eps, activation=activation)
-                for i in range(depth)]))
-            if s < len(depths) - 1: self.merges.append(PatchMerging(D))
+        rates = [drop_path * i / max(sum(depths) - 1, 1) for i in range(sum(depths))]  # per block
+        kw = dict(mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, rel_pos=rel_pos, dropout=dropout,
+                  attn_dropout=attn_dropout, norm_eps=norm_eps, activation=activation)
+        self.stages = nn.ModuleList(
+            SwinStage(d_model * 2 ** s, H, L, window, shifted=shifted,
+                      drop_path=rates[sum(depths[:s]):sum(depths[:s + 1])], **kw)
+            for s, (L, H) in enumerate(zip(depths, n_heads)))
+        self.merges = nn.ModuleList(PatchMerging(d_model * 2 ** s) for s in range(len(depths) - 1))
         self.d_out = d_model * 2 ** (len(depths) - 1)
         self.norm = nn.LayerNorm(self.d_out, eps=norm_eps)
-        self.head = nn.Linear(self.d_out, n_classes)
 
     def stage_grids(self, grid:tuple[int, int]) -> list[tuple[int, int]]:
-        "The token grid of every stage for a first-stage `grid`; ValueError if a stage cannot work"
-        grids = [tuple(grid)]
-        for s in range(1, len(self.depths)):
-            h, w = grids[-1]
-            if h % 2 or w % 2:
-                raise ValueError(f"stage {s} has a {h}x{w} grid: patch merging needs even sides")
-            grids.append((h // 2, w // 2))
-        for s, (h, w) in enumerate(grids):
-            if min(h, w) < self.window:
-                raise ValueError(f"stage {s + 1} has a {h}x{w} grid, "
-                                 f"smaller than the window {self.window}")
-        return grids
+        "The token grid of every stage for a first-stage `grid` (`swin_grids`)"
+        return swin_grids(grid, len(self.depths), self.window)
 
     def check_input(self, x:Tensor) -> tuple[int, int]:
         "Validate an image batch; returns its patch grid (I_h/S, I_w/S)"
         grid = patch_grid(x, self.in_chans, self.patch_size)
-        Ih, Iw = x.shape[-2:]
-        gh, gw = self.grid
         if self.pos_emb is not None and grid != self.grid:
-            raise ValueError(f"image size {Ih}x{Iw} gives a {grid[0]}x{grid[1]} patch grid, "
-                             f"but the absolute position table is for {gh}x{gw}")
+            raise ValueError(f"image size {x.shape[-2]}x{x.shape[-1]} gives a {grid[0]}x{grid[1]} "
+                             f"patch grid, but the absolute position table is for "
+                             f"{self.grid[0]}x{self.grid[1]}")
         return grid
 
     def forward_features(self, x:Tensor,  # (B, C, I_h, I_w) images
@@ -309,10 +317,18 @@ class Swin(nn.Module):
         t = self.patch_norm(self.patch_embed(x))                   # (B, N, D)
         if self.pos_emb is not None: t = t + self.pos_emb
         t = self.drop(t)
-        for s, blocks in enumerate(self.stages):
-            for blk in blocks: t = blk(t, grids[s])                # (B, N_s, D_s)
+        for s, stage in enumerate(self.stages):
+            t = stage(t, grids[s])                                 # (B, N_s, D_s)
             if s < len(self.merges): t = self.merges[s](t, grids[s])
         return self.norm(t)
+
+# %% ../nbs/08_swin.ipynb #83f16c38
+class Swin(SwinBackbone):
+    "Swin Transformer classifier: a `SwinBackbone`, the average of its last tokens, a linear head"
+    def __init__(self, *, n_classes:int, # K
+                 **kw):                  # the options of `SwinBackbone`
+        super().__init__(**kw)
+        self.head = nn.Linear(self.d_out, n_classes)
 
     def forward_head(self, feats:Tensor) -> Tensor:   # (B, N, D) -> (B, K)
         "Average the final tokens and apply the linear head"
@@ -324,58 +340,12 @@ class Swin(nn.Module):
     @classmethod
     def from_hf(cls, model,  # a `transformers.SwinForImageClassification`
                ) -> Swin:
-        "A `Swin` with the configuration and weights of a Hugging Face `SwinForImageClassification`"
+        "A `Swin` with the options and weights (bit-exact, same dtype) of a Hugging Face Swin"
         c = model.config
         if not isinstance(getattr(model, 'classifier', None), nn.Linear):
             raise ValueError(f"expected a SwinForImageClassification with a linear classifier "
                              f"(num_labels={getattr(c, 'num_labels', None)}), "
                              f"got {type(model).__name__}")
-        if c.hidden_act not in _HF_ACT:
-            raise ValueError(f"unsupported hidden_act {c.hidden_act!r}; "
-                             f"expected one of {list(_HF_ACT)}")
-        S = _pair(c.patch_size)
-        if S[0] != S[1]: raise ValueError(f"patch_size {tuple(S)} is not square")
-        m = cls(img_size=_pair(c.image_size), patch_size=S[0], in_chans=c.num_channels,
-                n_classes=c.num_labels, d_model=c.embed_dim, depths=tuple(c.depths),
-                n_heads=tuple(c.num_heads), window=c.window_size, mlp_ratio=c.mlp_ratio,
-                abs_pos=c.use_absolute_embeddings, qkv_bias=c.qkv_bias,
-                dropout=c.hidden_dropout_prob,
-                attn_dropout=c.attention_probs_dropout_prob, drop_path=c.drop_path_rate,
-                norm_eps=c.layer_norm_eps, activation=_HF_ACT[c.hidden_act])
-        s = {}
-        for k, v in model.state_dict().items():
-            for pat, rep in _HF4_TO_5: k = re.sub(pat, rep, k)
-            if not k.endswith('relative_position_index'): s[k] = v      # a buffer we recompute
-        e = 'swin.embeddings.'
-        conv = e + 'patch_embeddings.projection.'
-        new = {'patch_embed.proj.weight': s.pop(conv + 'weight').flatten(1),   # (D, C·S·S)
-               'patch_embed.proj.bias': s.pop(conv + 'bias'),
-               'patch_norm.weight': s.pop(e + 'norm.weight'),
-               'patch_norm.bias': s.pop(e + 'norm.bias'),
-               'norm.weight': s.pop('swin.layernorm.weight'),
-               'norm.bias': s.pop('swin.layernorm.bias'),
-               'head.weight': s.pop('classifier.weight'), 'head.bias': s.pop('classifier.bias')}
-        if m.pos_emb is not None: new['pos_emb'] = s.pop(e + 'position_embeddings')
-        for st, depth in enumerate(m.depths):
-            for i in range(depth):
-                h, o = f'swin.encoder.layers.{st}.blocks.{i}.', f'stages.{st}.{i}.'
-                qkv = [s.pop(h + f'attention.{n}_proj.weight') for n in 'qkv']     # 3 × (D, D)
-                new[o + 'attn.attn.to_qkv.weight'] = torch.cat(qkv)               # rows q | k | v
-                if c.qkv_bias:
-                    qkv_b = [s.pop(h + f'attention.{n}_proj.bias') for n in 'qkv']
-                    new[o + 'attn.attn.to_qkv.bias'] = torch.cat(qkv_b)
-                new[o + 'attn.rel_bias.table'] = s.pop(
-                    h + 'attention.relative_position_bias.relative_position_bias_table')
-                for ours, theirs in [('attn.attn.to_out', 'attention.o_proj'),
-                                     ('norm1', 'layernorm_before'), ('norm2', 'layernorm_after'),
-                                     ('mlp.fc1', 'mlp.fc1'), ('mlp.fc2', 'mlp.fc2')]:
-                    for p in ('weight', 'bias'): new[f'{o}{ours}.{p}'] = s.pop(f'{h}{theirs}.{p}')
-            if st < len(m.merges):
-                d = f'swin.encoder.layers.{st}.downsample.'
-                for p in ('reduction.weight', 'norm.weight', 'norm.bias'):
-                    new[f'merges.{st}.{p}'] = s.pop(d + p)
-        if s: raise ValueError(f"from_hf does not know these Hugging Face tensors: {sorted(s)}")
-        p = next(model.parameters())
-        m.to(p.device, p.dtype)  # before loading: a float32 copy would round float64
-        m.load_state_dict(new)
-        return m
+        m = cls(**swin_hf_options(c))
+        state = swin_hf_state_dict(model.state_dict(), c)
+        return load_into(m, state, like=next(model.parameters()))

@@ -6,7 +6,6 @@ Docs: https://txbook.github.io/txbook/nbs/vit.html.md"""
 
 # %% ../nbs/06_vit.ipynb #293d7c7c
 from __future__ import annotations
-import re
 from typing import Literal
 import torch
 import torch.nn.functional as F
@@ -15,10 +14,12 @@ from einops import rearrange
 from .attention import attention_weights
 from .blocks import Encoder, Activation
 from .position import LearnedPositionEmbedding, sincos_2d_encoding
+from .foreign import pair, load_into  # the Toolbox's foreign-weights helpers
+from .foreign import vit_hf_options, vit_hf_state_dict  # written in this chapter, section 4
 
 # %% auto #0
-__all__ = ['Pool', 'PosKind', 'patchify', 'unpatchify', 'PatchEmbedding', 'patch_grid', 'ViT', 'resample_pos_emb',
-           'attention_rollout', 'vit_hf_options', 'vit_hf_state_dict', 'vit_tiny_patch7_28', 'vit_small_patch4_28',
+__all__ = ['Pool', 'PosKind', 'patchify', 'unpatchify', 'PatchEmbedding', 'image_grid', 'patch_grid', 'resample_pos_emb',
+           'PatchTokens', 'ViT', 'attention_maps', 'attention_rollout', 'vit_tiny_patch7_28', 'vit_small_patch4_28',
            'vit_lite_patch4_32']
 
 # %% ../nbs/06_vit.ipynb #b8e692ff
@@ -54,11 +55,14 @@ class PatchEmbedding(nn.Module):
     def forward(self, x:Tensor) -> Tensor:   # (B, C, I_h, I_w) -> (B, N, D)
         return self.proj(patchify(x, self.patch_size))
 
-# %% ../nbs/06_vit.ipynb #88d0e85d
-Pool = Literal['cls', 'mean']
-PosKind = Literal['learned', 'sincos', 'none']
-
-def _pair(s): return (s, s) if isinstance(s, int) else tuple(s)
+def image_grid(img_size:int|tuple[int, int], # I_h (= I_w) or (I_h, I_w)
+               patch_size:int,               # S
+              ) -> tuple[tuple[int, int], tuple[int, int]]: # (I_h, I_w) and its grid (h, w)
+    "An image size as (I_h, I_w) and its patch grid (I_h/S, I_w/S); a side S does not divide raises"
+    Ih, Iw = pair(img_size)
+    if Ih % patch_size or Iw % patch_size:
+        raise ValueError(f"image size {Ih}x{Iw} is not divisible by patch size {patch_size}")
+    return (Ih, Iw), (Ih // patch_size, Iw // patch_size)
 
 def patch_grid(x:Tensor,      # (B, C, I_h, I_w) images
                in_chans:int,  # C the model expects
@@ -74,34 +78,43 @@ def patch_grid(x:Tensor,      # (B, C, I_h, I_w) images
         raise ValueError(f"image size {Ih}x{Iw} is not divisible by patch size {patch_size}")
     return Ih // patch_size, Iw // patch_size
 
-class ViT(nn.Module):
-    "Vision Transformer: patch embedding, CLS token, positions, pre-norm encoder, linear head"
+# %% ../nbs/06_vit.ipynb #0d52beea
+def resample_pos_emb(pos_emb:Tensor,          # (1, n_prefix + h·w, D) learned table
+                     old_grid:tuple[int, int], # (h, w) it was trained for
+                     new_grid:tuple[int, int], # (h', w') wanted
+                     n_prefix:int=1,          # leading rows that are not patches (the CLS token)
+                    ) -> Tensor:              # (1, n_prefix + h'·w', D)
+    "Resize a learned position table to another patch grid: bicubic interpolation of its 2-D layout"
+    prefix, table = pos_emb[:, :n_prefix], pos_emb[:, n_prefix:]
+    if table.shape[1] != old_grid[0] * old_grid[1]:
+        raise ValueError(f"table has {table.shape[1]} patch rows, not {old_grid[0]}x{old_grid[1]}")
+    img = rearrange(table, '1 (gh gw) d -> 1 d gh gw', gh=old_grid[0])
+    img = F.interpolate(img, size=new_grid, mode='bicubic', align_corners=False)
+    return torch.cat([prefix, rearrange(img, '1 d gh gw -> 1 (gh gw) d')], dim=1)
+
+# %% ../nbs/06_vit.ipynb #76fb7edf
+Pool = Literal['cls', 'mean']
+PosKind = Literal['learned', 'sincos', 'none']
+
+class PatchTokens(nn.Module):
+    "Images to the tokens a ViT's blocks read: patch embedding, CLS token, position embedding"
     def __init__(self, *, img_size:int|tuple[int, int], # I_h (= I_w) or (I_h, I_w)
                  patch_size:int,          # S, the patch side; must divide I_h and I_w
                  in_chans:int,            # C
-                 n_classes:int,           # K
                  d_model:int,             # D
-                 depth:int,               # L, number of blocks
-                 n_heads:int,             # H
-                 mlp_ratio:float=4.0,     # MLP width D_mlp = mlp_ratio · D
-                 pool:Pool='cls',         # read the CLS token, or average the patch tokens
+                 pool:Pool='cls',         # 'cls': prepend a CLS token; 'mean': patch tokens only
                  pos:PosKind='learned',   # position embedding
-                 dropout:float=0.0,
-                 norm_eps:float=1e-5,     # LayerNorm eps (Hugging Face: 1e-12)
-                 activation:Activation='gelu', # MLP non-linearity: 'gelu', 'gelu_tanh' or 'relu'
+                 dropout:float=0.0,       # on the tokens
                 ):
         super().__init__()
         if pool not in ('cls', 'mean'):
             raise ValueError(f"pool must be 'cls' or 'mean', got {pool!r}")
         if pos not in ('learned', 'sincos', 'none'):
             raise ValueError(f"pos must be 'learned', 'sincos' or 'none', got {pos!r}")
-        (Ih, Iw), S = _pair(img_size), patch_size
-        if Ih % S or Iw % S:
-            raise ValueError(f"image size {Ih}x{Iw} is not divisible by patch size {S}")
-        self.img_size, self.patch_size, self.in_chans = (Ih, Iw), S, in_chans
-        self.grid = (Ih // S, Iw // S)                                      # (h, w)
+        self.img_size, self.grid = image_grid(img_size, patch_size)       # (I_h, I_w), (h, w)
+        self.patch_size, self.in_chans = patch_size, in_chans
         self.pool, self.pos, self.n_prefix = pool, pos, int(pool == 'cls')
-        self.patch_embed = PatchEmbedding(in_chans, d_model, S)
+        self.patch_embed = PatchEmbedding(in_chans, d_model, patch_size)
         cls = nn.Parameter(torch.randn(1, 1, d_model) * 0.02) if pool == 'cls' else None
         self.cls_token = cls                                                # (1, 1, D) or None
         T = self.n_prefix + self.grid[0] * self.grid[1]                     # tokens per image
@@ -109,10 +122,6 @@ class ViT(nn.Module):
         table = self._sincos(self.grid, d_model) if pos == 'sincos' else None
         self.register_buffer('pos_table', table, persistent=False)         # (T, D) or None
         self.drop = nn.Dropout(dropout)
-        self.encoder = Encoder(d_model, n_heads, depth, d_mlp=round(mlp_ratio * d_model),
-                               dropout=dropout, norm_eps=norm_eps,
-                               activation=activation)              # blocks + final LayerNorm
-        self.head = nn.Linear(d_model, n_classes)
 
     def _sincos(self, grid, d_model) -> Tensor: # (n_prefix + hw, D), zeros for the CLS
         return torch.cat([torch.zeros(self.n_prefix, d_model), sincos_2d_encoding(*grid, d_model)])
@@ -120,11 +129,11 @@ class ViT(nn.Module):
     def check_input(self, x:Tensor) -> tuple[int, int]:
         "Validate an image batch; returns its patch grid (h, w) = (I_h/S, I_w/S)"
         grid = patch_grid(x, self.in_chans, self.patch_size)
-        Ih, Iw = x.shape[-2:]
+        (Ih, Iw), (h, w) = x.shape[-2:], self.grid
         if self.pos == 'learned' and grid != self.grid:
             raise ValueError(f"image size {Ih}x{Iw} gives a {grid[0]}x{grid[1]} patch grid, but "
                              f"the learned position table is for {self.img_size[0]}x"
-                             f"{self.img_size[1]} ({self.grid[0]}x{self.grid[1]} patches); "
+                             f"{self.img_size[1]} ({h}x{w} patches); "
                              f"resample it first with model.resize(({Ih}, {Iw}))")
         return grid
 
@@ -143,26 +152,48 @@ class ViT(nn.Module):
             t = torch.cat([cls.expand(len(t), -1, -1), t], dim=1)          # (B, 1 + N, D)
         return self.drop(t)
 
-    def forward_features(self, x:Tensor) -> Tensor:       # (B, C, I_h, I_w) -> (B, T, D)
+# %% ../nbs/06_vit.ipynb #82b9944a
+class ViT(PatchTokens):
+    "Vision Transformer: the `PatchTokens` of an image, a pre-norm encoder, a linear head"
+    def __init__(self, *, img_size:int|tuple[int, int], # I_h (= I_w) or (I_h, I_w)
+                 patch_size:int,          # S, the patch side; must divide I_h and I_w
+                 in_chans:int,            # C
+                 n_classes:int,           # K
+                 d_model:int,             # D
+                 depth:int,               # L, number of blocks
+                 n_heads:int,             # H
+                 mlp_ratio:float=4.0,     # MLP width D_mlp = mlp_ratio · D
+                 pool:Pool='cls',         # read the CLS token, or average the patch tokens
+                 pos:PosKind='learned',   # position embedding
+                 dropout:float=0.0,
+                 norm_eps:float=1e-5,     # LayerNorm eps (Hugging Face: 1e-12)
+                 activation:Activation='gelu', # MLP non-linearity: 'gelu', 'gelu_tanh' or 'relu'
+                ):
+        super().__init__(img_size=img_size, patch_size=patch_size, in_chans=in_chans,
+                         d_model=d_model, pool=pool, pos=pos, dropout=dropout)
+        self.encoder = Encoder(d_model, n_heads, depth, d_mlp=round(mlp_ratio * d_model),
+                               dropout=dropout, norm_eps=norm_eps,
+                               activation=activation)              # blocks + final LayerNorm
+        self.head = nn.Linear(d_model, n_classes)
+
+    def forward_features(self, x:Tensor,            # (B, C, I_h, I_w) images
+                         n_out:int|None=None,       # the last block computes only tokens < n_out
+                        ) -> Tensor:                # (B, T, D), or (B, n_out, D)
         "Images to final token states: `embed`, the blocks, the final LayerNorm"
-        return self.encoder(self.embed(x))
+        return self.encoder(self.embed(x), n_out=n_out)
 
     def forward_head(self, feats:Tensor) -> Tensor:       # (B, T, D) -> (B, K)
         "Pool the token states (CLS token or mean of the patch tokens) and apply the linear head"
         return self.head(feats[:, 0] if self.pool == 'cls' else feats.mean(dim=1))
 
     def forward(self, x:Tensor) -> Tensor:                # (B, C, I_h, I_w) -> (B, K) logits
-        "Logits. A CLS head reads one row, so the last block computes only that row (`n_out=1`)"
-        if self.pool == 'cls':
-            return self.head(self.encoder(self.embed(x), n_out=1)[:, 0])   # (B, K)
-        return self.forward_head(self.forward_features(x))
+        "`forward_head(forward_features(x))`; for a CLS head the last block computes only its row"
+        n_out = 1 if self.pool == 'cls' else None
+        return self.forward_head(self.forward_features(x, n_out=n_out))
 
     def resize(self, img_size:int|tuple[int, int]) -> ViT:
         "Adapt the model in place to another image size (resamples a learned position table)"
-        (Ih, Iw), S = _pair(img_size), self.patch_size
-        if Ih % S or Iw % S:
-            raise ValueError(f"image size {Ih}x{Iw} is not divisible by patch size {S}")
-        grid = (Ih // S, Iw // S)
+        size, grid = image_grid(img_size, self.patch_size)
         if self.pos == 'learned':
             old = self.pos_emb.weight.data
             new = resample_pos_emb(old[None], self.grid, grid, self.n_prefix)[0]  # (T', D)
@@ -170,24 +201,8 @@ class ViT(nn.Module):
             with torch.no_grad(): self.pos_emb.weight.copy_(new)
         elif self.pos == 'sincos':
             self.pos_table = self._sincos(grid, self.pos_table.shape[-1]).to(self.pos_table)
-        self.img_size, self.grid = (Ih, Iw), grid
+        self.img_size, self.grid = size, grid
         return self
-
-    def attention_maps(self, x:Tensor,  # (B, C, I_h, I_w) images
-                      ) -> Tensor:      # (B, L, H, T, T) every block's and head's weights
-        "Attention weights of every block (in eval mode: no dropout), captured with forward hooks"
-        maps, was_training = [], self.training
-        def hook(attn, args, out):
-            q, k, _ = attn.project(args[0])        # (B, H, T, Dh) from the block's normalised input
-            maps.append(attention_weights(q, k, scale=attn.scale))
-        handles = [blk.attn.register_forward_hook(hook) for blk in self.encoder.blocks]
-        try:
-            self.eval()
-            with torch.no_grad(): self.forward_features(x)
-        finally:
-            for h in handles: h.remove()
-            self.train(was_training)
-        return torch.stack(maps, dim=1)
 
     @classmethod
     def from_hf(cls, model,         # a `transformers.ViTForImageClassification`
@@ -195,27 +210,30 @@ class ViT(nn.Module):
                 dropout:float=0.0,  # of the new model (training only; HF's dropouts are not read)
                ) -> ViT:
         "A `ViT` with the options and weights (bit-exact, same dtype) of a Hugging Face ViT"
-        p = next(model.parameters())
-        m = cls(**vit_hf_options(model.config), dropout=dropout).to(p.device, p.dtype)
-        m.load_state_dict(vit_hf_state_dict(model.state_dict(), model.config))
-        return m
+        m = cls(**vit_hf_options(model.config), dropout=dropout)
+        state = vit_hf_state_dict(model.state_dict(), model.config)
+        return load_into(m, state, like=next(model.parameters()))
 
-# %% ../nbs/06_vit.ipynb #0d52beea
-def resample_pos_emb(pos_emb:Tensor,          # (1, n_prefix + h·w, D) learned table
-                     old_grid:tuple[int, int], # (h, w) it was trained for
-                     new_grid:tuple[int, int], # (h', w') wanted
-                     n_prefix:int=1,          # leading rows that are not patches (the CLS token)
-                    ) -> Tensor:              # (1, n_prefix + h'·w', D)
-    "Resize a learned position table to another patch grid: bicubic interpolation of its 2-D layout"
-    prefix, table = pos_emb[:, :n_prefix], pos_emb[:, n_prefix:]
-    if table.shape[1] != old_grid[0] * old_grid[1]:
-        raise ValueError(f"table has {table.shape[1]} patch rows, not {old_grid[0]}x{old_grid[1]}")
-    img = rearrange(table, '1 (gh gw) d -> 1 d gh gw', gh=old_grid[0])
-    img = F.interpolate(img, size=new_grid, mode='bicubic', align_corners=False)
-    return torch.cat([prefix, rearrange(img, '1 d gh gw -> 1 (gh gw) d')], dim=1)
+# %% ../nbs/06_vit.ipynb #905133ac
+def attention_maps(vit:ViT,      # a ViT (or any model with `encoder.blocks` and `forward_features`)
+                   x:Tensor,     # (B, C, I_h, I_w) images
+                  ) -> Tensor:   # (B, L, H, T, T) every block's and head's weights
+    "Attention weights of every block (in eval mode: no dropout), captured with forward hooks"
+    maps, was_training = [], vit.training
+    def hook(attn, args, out):
+        q, k, _ = attn.project(args[0])        # (B, H, T, Dh) from the block's normalised input
+        maps.append(attention_weights(q, k, scale=attn.scale))
+    handles = [blk.attn.register_forward_hook(hook) for blk in vit.encoder.blocks]
+    try:
+        vit.eval()
+        with torch.no_grad(): vit.forward_features(x)
+    finally:
+        for h in handles: h.remove()
+        vit.train(was_training)
+    return torch.stack(maps, dim=1)
 
 # %% ../nbs/06_vit.ipynb #2e7c6f34
-def attention_rollout(maps:Tensor,          # (B, L, H, T, T) from `ViT.attention_maps`
+def attention_rollout(maps:Tensor,          # (B, L, H, T, T) from `attention_maps`
                       *, residual:float=0.5, # weight of the identity (the residual path)
                      ) -> Tensor:           # (B, T, T); row i: what final token i draws on
     "Attention rollout (Abnar & Zuidema): average heads, add the identity, renormalise, multiply"
@@ -226,75 +244,6 @@ def attention_rollout(maps:Tensor,          # (B, L, H, T, T) from `ViT.attentio
         a = residual * eye + (1 - residual) * maps[:, l].mean(1)        # (B, T, T)
         R = (a / a.sum(-1, keepdim=True)) @ R                           # later blocks: on the left
     return R
-
-# %% ../nbs/06_vit.ipynb #6347987d
-_HF4_TO_5 = [(r'^vit\.encoder\.layer\.(\d+)\.', r'vit.layers.\1.'),   # transformers 4 -> 5 names
-             (r'attention\.attention\.query\.', 'attention.q_proj.'),
-             (r'attention\.attention\.key\.', 'attention.k_proj.'),
-             (r'attention\.attention\.value\.', 'attention.v_proj.'),
-             (r'attention\.output\.dense\.', 'attention.o_proj.'),
-             (r'\.intermediate\.dense\.', '.mlp.fc1.'),
-             (r'(layers\.\d+)\.output\.dense\.', r'\1.mlp.fc2.')]
-_HF_ACT = {'gelu': 'gelu', 'gelu_new': 'gelu_tanh', 'gelu_pytorch_tanh': 'gelu_tanh',
-           'relu': 'relu'}                                   # Hugging Face's name -> ours
-
-def vit_hf_options(c) -> dict:
-    "`ViT`'s arguments for a Hugging Face `ViTConfig`; an option `ViT` cannot express raises"
-    if c.hidden_act not in _HF_ACT:
-        raise ValueError(f"hidden_act={c.hidden_act!r} is not supported; expected one of "
-                         f"{list(_HF_ACT)}")
-    ph, pw = _pair(c.patch_size)
-    if ph != pw: raise ValueError(f"patch_size={c.patch_size}: only square patches are supported")
-    D, H = c.hidden_size, c.num_attention_heads
-    head_dim = getattr(c, 'head_dim', None)
-    if head_dim is not None and head_dim * H != D:
-        raise ValueError(f"head_dim={head_dim} with {H} heads is not hidden_size={D}")
-    if not c.num_labels:
-        raise ValueError("num_labels=0 (no classifier) is not supported; ViT needs n_classes >= 1")
-    if getattr(c, 'pruned_heads', None):
-        raise ValueError(f"pruned_heads={c.pruned_heads} is not supported")
-    return dict(img_size=_pair(c.image_size), patch_size=ph, in_chans=c.num_channels,
-                n_classes=c.num_labels, d_model=D, depth=c.num_hidden_layers, n_heads=H,
-                mlp_ratio=c.intermediate_size / D, norm_eps=c.layer_norm_eps,
-                activation=_HF_ACT[c.hidden_act])
-
-def _hf_state(sd:dict[str, Tensor]) -> dict[str, Tensor]:
-    "A Hugging Face ViT state dict under transformers 5's names"
-    out = {}
-    for k, v in sd.items():
-        for pat, rep in _HF4_TO_5: k = re.sub(pat, rep, k)
-        out[k] = v
-    return out
-
-def vit_hf_state_dict(sd:dict[str, Tensor], # a `ViTForImageClassification`'s state dict
-                      c,                    # its config
-                     ) -> dict[str, Tensor]:
-    "The Hugging Face tensors under our names (the conv kernel flattened, q | k | v stacked)"
-    s, D, e = _hf_state(sd), c.hidden_size, 'vit.embeddings.'
-    def pop(k):
-        if k not in s: raise ValueError(f"the Hugging Face state dict has no {k!r}")
-        return s.pop(k)
-    conv = pop(e + 'patch_embeddings.projection.weight')                  # (D, C, S, S)
-    new = {'patch_embed.proj.weight': conv.flatten(1),                     # (D, C·S·S)
-           'patch_embed.proj.bias': pop(e + 'patch_embeddings.projection.bias'),
-           'cls_token': pop(e + 'cls_token'),
-           'pos_emb.weight': pop(e + 'position_embeddings')[0],            # (1 + N, D)
-           'encoder.norm.weight': pop('vit.layernorm.weight'),
-           'encoder.norm.bias': pop('vit.layernorm.bias'),
-           'head.weight': pop('classifier.weight'), 'head.bias': pop('classifier.bias')}
-    for i in range(c.num_hidden_layers):
-        h, o = f'vit.layers.{i}.', f'encoder.blocks.{i}.'
-        qkv = [pop(h + f'attention.{n}_proj.weight') for n in 'qkv']
-        new[o + 'attn.to_qkv.weight'] = torch.cat(qkv)                      # (3D, D)
-        zero = qkv[0].new_zeros(D)                                          # qkv_bias=False
-        new[o + 'attn.to_qkv.bias'] = torch.cat([s.pop(h + f'attention.{n}_proj.bias', zero)
-                                                for n in 'qkv'])
-        for ours, theirs in [('attn.to_out', 'attention.o_proj'), ('norm1', 'layernorm_before'),
-                             ('norm2', 'layernorm_after'), ('mlp.fc1', 'mlp.fc1'),
-                             ('mlp.fc2', 'mlp.fc2')]:
-            for p in ('weight', 'bias'): new[f'{o}{ours}.{p}'] = pop(f'{h}{theirs}.{p}')
-    if s: raise ValueError(f"ViT.from_hf does not know these Hugging Face tensors: {sorted(s)}")
-    return new
 
 # %% ../nbs/06_vit.ipynb #3b8d5da0
 def vit_tiny_patch7_28(n_classes:int=10, in_chans:int=1, **kw) -> ViT:
