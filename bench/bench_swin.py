@@ -23,7 +23,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from txbook.core import seed_everything, torch_threads, default_device
 from txbook.data import load_mnist, TensorLoader
-from txbook.train import fit, classification_loss
+from txbook.train import fit
+from txbook.losses import classification_objective
 from txbook.vit import ViT
 from txbook.swin import Swin
 from txbook.poslabels import APLHead, RPLHead
@@ -92,11 +93,15 @@ class PositionLabelSwin(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         feats = self.swin.forward_features(x)
-        self.pred = self.head(feats)
+        self.pred = self.head(feats)                       # position predictions, read by `objective`
         return self.swin.forward_head(feats)
 
-    def loss(self, logits: Tensor, y: Tensor) -> Tensor:
-        return classification_loss(logits, y, label_smoothing=0.1) + self.lam * self.head.loss(self.pred)
+    @staticmethod
+    def objective(model: nn.Module, batch) -> tuple[Tensor, dict]:
+        "`fit`'s objective: CE (label smoothing 0.1, via model(x)) + λ · position loss; the accuracy"
+        loss, metrics = classification_objective(model, batch, label_smoothing=0.1)
+        m = getattr(model, 'module', model)                # the model itself under DDP
+        return loss + m.lam * m.head.loss(m.pred), metrics
 
 
 def ablation(args):
@@ -124,8 +129,9 @@ def ablation(args):
             dl = TensorLoader(train_x, train_y, batch_size=args.batch_size, shuffle=True, seed=seed)
             t0 = time.time()
             with torch_threads(args.threads):
-                hist = fit(model, dl, test_dl, epochs=args.epochs, lr=args.lr, warmup=0.1, label_smoothing=0.1,
-                           loss_fn=getattr(model, 'loss', None), device=dev, verbose=False, progress=False)
+                how = dict(label_smoothing=0.1) if wrap is None else dict(objective=model.objective)
+                hist = fit(model, dl, test_dl, epochs=args.epochs, lr=args.lr, warmup=0.1, device=dev,
+                           verbose=False, progress=False, **how)
             accs.append(hist['valid_acc'][-1] * 100)
             print(f"{name:32s} seed {seed}: {accs[-1]:.2f} % ({time.time() - t0:.0f} s)", flush=True)
         res[name] = torch.tensor(accs)

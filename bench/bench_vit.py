@@ -24,7 +24,8 @@ import argparse, json, sys, time
 import torch
 from txbook.core import seed_everything
 from txbook.data import TensorLoader, augment, load_cifar10, load_mnist
-from txbook.train import evaluate, fit, rank_world, setup_distributed
+from txbook.distributed import rank_world, setup_distributed
+from txbook.train import evaluate, fit
 from txbook.vit import vit_lite_patch4_32, vit_small_patch4_28
 
 # dataset -> model preset, epochs, batch size, peak lr, weight decay, warmup fraction, label smoothing, augmentation
@@ -110,7 +111,7 @@ def main():
     sync()
     wall = time.perf_counter() - t0
     t1 = time.perf_counter()
-    acc = evaluate(model, test_dl, device=device)['accuracy']   # the test set, once, after the last epoch
+    acc = evaluate(model, test_dl, device=device)['acc']   # the test set, once, after the last epoch
     sync()
     eval_s = time.perf_counter() - t1
     n_seen = epochs * len(train_dl) * train_dl.batch_size   # global: every process sees its share of these

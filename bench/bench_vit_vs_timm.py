@@ -21,7 +21,7 @@ import argparse, statistics, time
 import torch
 import torch.nn.functional as F
 from txbook.core import default_device, seed_everything
-from txbook.train import autocast
+from txbook.amp import autocast
 from txbook.vit import ViT
 
 
