@@ -10,15 +10,12 @@ if it exceeds twice the larger of the two standard deviations.
     python bench/bench_poslabels.py --n-train 60000 --epochs 30 --patch 4 --d-model 192 --depth 6 --heads 6
 """
 from __future__ import annotations
-import argparse, json, time
+import argparse, json
 import torch
-from txbook.core import seed_everything, default_device
-from txbook.data import load_mnist, TensorLoader
-from txbook.train import fit, evaluate
-from txbook.vit import ViT
-from txbook.poslabels import APLHead, RPLHead, PositionLabelViT
+from txbook.core import default_device, Stopwatch, seed_verdict
+from txbook.data import load_mnist, normalise
+from txbook.table1 import table1, row_name
 
-ROWS = [('none', 'regress'), ('APL', 'regress'), ('APL', 'classify'), ('RPL', 'regress'), ('RPL', 'classify')]
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -38,48 +35,30 @@ def main():
     ap.add_argument('--json', default=None, help='also write the per-seed accuracies here')
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    dev = default_device()
     xtr, ytr = load_mnist('fashion-mnist', 'train'); xte, yte = load_mnist('fashion-mnist', 'test')
-    prep = lambda x: (x[:, None].float() / 255 - 0.2860) / 0.3530
-    Xtr, Ytr = prep(xtr[:a.n_train]), ytr[:a.n_train]
-    test_dl = TensorLoader(prep(xte[:a.n_test]), yte[:a.n_test], batch_size=1000)
-    results, t0 = {}, time.process_time()
-    for pos in ('learned', 'none'):
-        for label, kind in ROWS:
-            accs = []
-            for seed in range(a.seeds):
-                seed_everything(seed)
-                vit = ViT(img_size=28, patch_size=a.patch, in_chans=1, n_classes=10, d_model=a.d_model,
-                          depth=a.depth, n_heads=a.heads, mlp_ratio=2.0, pos=pos, pool=a.pool)
-                head = dict(grid=vit.grid, hidden=a.d_model, kind=kind)
-                model = PositionLabelViT(vit, lam=a.lam,
-                                         apl=APLHead(a.d_model, **head) if label == 'APL' else None,
-                                         rpl=RPLHead(a.d_model, **head) if label == 'RPL' else None)
-                dl = TensorLoader(Xtr, Ytr, batch_size=a.batch_size, shuffle=True, seed=seed)
-                fit(model, dl, epochs=a.epochs, lr=a.lr, warmup=0.1, loss_fn=model.loss, device=dev,
-                    verbose=False, progress=False)
-                accs.append(evaluate(vit, test_dl, device=dev)['accuracy'])
-            results[f'{pos}/{label}/{kind}'] = accs
-            acc = torch.tensor(accs)
-            print(f"{pos:8s} {label:4s} {kind:9s} {100 * acc.mean():6.2f} ± {100 * acc.std():4.2f}  "
-                  f"({time.process_time() - t0:.0f} CPU-s so far)", flush=True)
-    steps = a.epochs * len(TensorLoader(Xtr, batch_size=a.batch_size))
+    model = dict(patch_size=a.patch, d_model=a.d_model, depth=a.depth, n_heads=a.heads, lam=a.lam, pool=a.pool)
+    with Stopwatch() as sw:
+        t = table1(normalise(xtr[:a.n_train]), ytr[:a.n_train], normalise(xte[:a.n_test]), yte[:a.n_test],
+                   model=model, epochs=a.epochs, lr=a.lr, seeds=list(range(a.seeds)), batch_size=a.batch_size,
+                   device=default_device(), log=lambda line: print(line, flush=True))
     print(f"\nViT D={a.d_model}, depth {a.depth}, patch {a.patch}, pool={a.pool}; {a.n_train} training images, "
-          f"{steps} steps of {a.batch_size}, lr {a.lr}, λ={a.lam}; {a.seeds} seeds; test on {a.n_test} images; "
-          f"{time.process_time() - t0:.0f} CPU-seconds\n")
+          f"{t.steps} steps of {a.batch_size}, lr {a.lr}, λ={a.lam}; {a.seeds} seeds; test on {a.n_test} images; "
+          f"{sw.cpu:.0f} CPU-seconds\n")
     print('| method | top-1 (%) | vs its baseline | seeds |\n|---|---|---|---|')
-    for key, accs in results.items():
-        pos, label, kind = key.split('/')
-        acc, base = torch.tensor(accs), torch.tensor(results[f'{pos}/none/regress'])
-        if label == 'none' and pos == 'none': base = torch.tensor(results['learned/none/regress'])
-        d, tol = 100 * (acc.mean() - base.mean()), 200 * max(acc.std(), base.std())
-        verdict = 'better' if d > tol else 'worse' if d < -tol else 'no measurable difference'
-        name = ('ViT + PE' if pos == 'learned' else 'ViT') + ('' if label == 'none' else
-                f" + {label} ({'MSE' if kind == 'regress' else 'CE'})")
-        cmp = '(baseline)' if key == 'learned/none/regress' else f'{d:+.2f} (±{tol:.2f}): {verdict}'
-        print(f"| {name} | {100 * acc.mean():.2f} ± {100 * acc.std():.2f} | {cmp} | "
-              f"{', '.join(f'{100 * v:.2f}' for v in accs)} |")
-    if a.json: json.dump({'args': vars(a), 'results': results}, open(a.json, 'w'), indent=1)
+    for (pos, label, kind), acc in t.accs.items():
+        base = ('learned' if label == 'none' else pos, 'none', 'regress')
+        if (pos, label, kind) == base: cmp = '(baseline)'
+        elif len(acc) < 2: cmp = 'one seed: no verdict'
+        else:
+            v = seed_verdict(100 * acc, 100 * t.accs[base], names=(row_name(pos, label, kind), row_name(*base)),
+                             higher_is_better=True, fmt='.2f')
+            cmp = f'{v.diff:+.2f} (±{v.noise:.2f}): {v.word}'
+        print(f"| {row_name(pos, label, kind)} | {100 * acc.mean():.2f} ± {100 * acc.std():.2f} | {cmp} | "
+              f"{', '.join(f'{100 * v:.2f}' for v in acc.tolist())} |")
+    if a.json:
+        results = {'/'.join(k): v.tolist() for k, v in t.accs.items()}
+        json.dump({'args': vars(a), 'results': results}, open(a.json, 'w'), indent=1)
+
 
 if __name__ == '__main__':
     main()

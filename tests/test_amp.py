@@ -14,7 +14,10 @@ import torch.nn.functional as F
 
 from txbook.core import seed_everything
 from txbook.data import TensorLoader
-from txbook.heads import GPT, GPTConfig, SequenceClassifier, lm_loss
+from txbook.gpt import GPT, GPTConfig
+from txbook.heads import SequenceClassifier
+from txbook.losses import lm_loss
+from txbook.mae import MAE
 from txbook.poslabels import APLHead, PositionLabelViT, RPLHead
 from txbook.swin import Swin
 from txbook.train import fit
@@ -49,7 +52,12 @@ def vectors():
     return torch.randn(16, 6, 3, generator=g), torch.randint(0, 4, (16,), generator=g)
 
 
-# name -> (model factory, data, loss_fn or None: the model's own `loss` if it has one, else fit's default)
+def lm_objective(model, batch):
+    x, y = batch
+    return lm_loss(model(x), y)
+
+
+# name -> (model factory, data, objective: None = fit's default, 'own' = the model's `objective`)
 MODELS = {
     'vit-cls': (lambda: vit(pool='cls'), images, None),
     'vit-mean': (lambda: vit(pool='mean'), images, None),
@@ -60,22 +68,24 @@ MODELS = {
     'swin': (lambda: Swin(img_size=16, patch_size=2, in_chans=1, n_classes=5, d_model=16,
                           depths=(2, 2), n_heads=(2, 4), window=4), images, None),
     'gpt': (lambda: GPT(GPTConfig(vocab_size=11, block_size=8, depth=2, n_heads=2, d_model=32,
-                                  dropout=0.0)), tokens, lm_loss),
+                                  dropout=0.0)), tokens, lm_objective),
+    'mae+apl': (lambda: MAE(vit(pos='sincos'), dec_dim=16, dec_depth=1, dec_heads=2,
+                            apl=APLHead(32, grid=(4, 4), kind='classify')), images, 'own'),
     'sequence-classifier': (lambda: SequenceClassifier(3, 4, n_tokens=6, d_model=16, n_heads=2),
                             vectors, None),
 }
 
 
 def run(name, precision):
-    make, data, loss_fn = MODELS[name]
+    make, data, objective = MODELS[name]
     seed_everything(0)
     model = make()
-    if loss_fn == 'own': loss_fn = model.loss
+    if objective == 'own': objective = model.objective
     w0 = [p.detach().clone() for p in model.parameters()]
     x, y = data()
     dl = TensorLoader(x, y, batch_size=8)
     hist = fit(model, dl, epochs=1, lr=1e-3, warmup=0, device='cpu', precision=precision,
-               loss_fn=loss_fn, progress=False, verbose=False)
+               objective=objective, progress=False, verbose=False)
     return model, w0, hist
 
 

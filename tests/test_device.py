@@ -106,8 +106,10 @@ class DeviceAudit(TorchFunctionMode):
 
 # ------------------------------------------------------------------ the model families, small
 from txbook.seq2seq import Transformer       # noqa: E402
-from txbook.heads import GPT, GPTConfig, SequenceClassifier, lm_loss   # noqa: E402
-from txbook.mae import MAE, pretrain         # noqa: E402
+from txbook.gpt import GPT, GPTConfig     # noqa: E402
+from txbook.heads import SequenceClassifier   # noqa: E402
+from txbook.losses import classification_objective, lm_loss   # noqa: E402
+from txbook.mae import MAE                   # noqa: E402
 from txbook.poslabels import APLHead, PositionLabelViT, RPLHead       # noqa: E402
 from txbook.swin import Swin                 # noqa: E402
 from txbook.vit import ViT                   # noqa: E402
@@ -166,8 +168,13 @@ def mae(apl=False):
                        apl=APLHead(32, grid=(4, 4), kind="classify") if apl else None)
 
 
-# name -> (model factory, data, loss_fn: None = fit's classification loss, 'own' = model.loss,
-#          'mae' = the MAE's own loss and its `pretrain` loop instead of `fit`)
+def lm_objective(model, batch):
+    "Next-token cross-entropy: the language models' objective"
+    x, y = batch
+    return lm_loss(model(x), y)
+
+
+# name -> (model factory, data, objective: None = fit's classification objective, 'own' = model.objective)
 FAMILIES = {
     "vit-cls": (lambda: vit(pool="cls"), images, None),
     "vit-mean": (lambda: vit(pool="mean"), images, None),
@@ -175,13 +182,13 @@ FAMILIES = {
     "poslabels-apl-classify+rpl-classify": (poslabel(apl=(APLHead, "classify"), rpl=(RPLHead, "classify")),
                                             images, "own"),
     "poslabels-rpl-regress": (poslabel(rpl=(RPLHead, "regress")), images, "own"),
-    "mae": (mae(), images, "mae"),
-    "mae+apl": (mae(apl=True), images, "mae"),
+    "mae": (mae(), images, "own"),
+    "mae+apl": (mae(apl=True), images, "own"),
     "swin": (lambda: Swin(img_size=16, patch_size=2, in_chans=1, n_classes=5, d_model=16, depths=(2, 2),
                           n_heads=(2, 4), window=4), images, None),
     "gpt": (lambda: GPT(GPTConfig(vocab_size=11, block_size=8, depth=2, n_heads=2, d_model=32, dropout=0.0)),
-            tokens, lm_loss),
-    "encoder-decoder": (Seq2Seq, seq2seq_data, lm_loss),
+            tokens, lm_objective),
+    "encoder-decoder": (Seq2Seq, seq2seq_data, lm_objective),
     "sequence-classifier": (lambda: SequenceClassifier(3, 4, n_tokens=6, d_model=16, n_heads=2), vectors, None),
 }
 
@@ -190,16 +197,14 @@ FAMILIES = {
 BLOCKED: dict[str, str] = {}
 
 
-def _loss(name, model):
-    loss_fn = FAMILIES[name][2]
-    return model.loss if loss_fn == "own" else loss_fn
+def _objective(name, model):
+    objective = FAMILIES[name][2]
+    return model.objective if objective == "own" else objective
 
 
 def _forward_loss(name, model, x, y):
-    if FAMILIES[name][2] == "mae": return model(x).loss
-    out = model(x)
-    fn = _loss(name, model)
-    return fn(out, y) if fn is not None else F.cross_entropy(out, y)
+    out = (_objective(name, model) or classification_objective)(model, (x, y))
+    return out[0] if isinstance(out, tuple) else out
 
 
 def _families():
@@ -217,11 +222,8 @@ def test_forward_backward_fit_on_the_inputs_device(name):
         _forward_loss(name, model, x, y).backward()
         model.zero_grad()
         dl = TensorLoader(x, y, batch_size=8)
-        if FAMILIES[name][2] == "mae":
-            pretrain(model, dl, steps=1, device="cpu", precision="fp32")
-        else:
-            fit(model, dl, TensorLoader(x, y, batch_size=8), epochs=1, lr=1e-3, warmup=0, device="cpu",
-                loss_fn=_loss(name, model), progress=False, verbose=False, precision="fp32")
+        fit(model, dl, TensorLoader(x, y, batch_size=8), epochs=1, lr=1e-3, warmup=0, device="cpu",
+            objective=_objective(name, model), progress=False, verbose=False, precision="fp32")
 
 
 @pytest.mark.parametrize("use_cache", [True, False], ids=["kv-cache", "no-cache"])

@@ -14,11 +14,9 @@ from .blocks import Encoder
 from .position import sincos_2d_encoding
 from .vit import ViT, patchify
 from .poslabels import APLHead
-from .core import default_device
-from .train import make_optimizer, warmup_cosine, autocast, grad_scaler, _schedule_after_skip
 
 # %% auto #0
-__all__ = ['PosLayout', 'Masking', 'random_masking', 'sincos_2d_layout', 'MAEOutput', 'MAE', 'pretrain']
+__all__ = ['PosLayout', 'Masking', 'random_masking', 'sincos_2d_layout', 'MAEOutput', 'MAE']
 
 # %% ../nbs/07a_mae.ipynb #246ea769
 class Masking(NamedTuple):
@@ -146,40 +144,10 @@ class MAE(nn.Module):
             pos = self.position_loss(pred, m.ids_shuffle[:, m.n_keep:])
         return MAEOutput(rec + self.lam * pos, rec, pos, pred, m.mask)
 
-# %% ../nbs/07a_mae.ipynb #7e729c93
-def pretrain(model:MAE, dl,                 # an `MAE` and batches (x, ...) whose labels are ignored
-             *, steps:int,                  # optimiser steps
-             lr:float=1.5e-3,
-             weight_decay:float=0.05,
-             warmup:float=0.1,              # warmup steps, or a fraction of `steps` if < 1
-             seed:int=0,                    # seeds the mask generator
-             device=None,                   # default: `default_device()`
-             precision:str='auto',          # 'auto' (`amp_dtype`), 'fp32', 'bf16', 'fp16'
-            ) -> dict[str, list[float]]:    # per step: 'loss', 'recon', 'position'
-    "Self-supervised pre-training of an `MAE` with AdamW, warmup and cosine decay"
-    device = torch.device(device) if device is not None else default_device()
-    model.to(device).train()
-    scaler = grad_scaler(device, precision)         # loss scaling for fp16; else a pass-through
-    opt = make_optimizer(model, lr=lr, weight_decay=weight_decay)
-    n_warm = round(warmup * steps) if warmup < 1 else int(warmup)
-    factor = lambda t: warmup_cosine(t, total=steps, warmup=n_warm)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
-    gen = torch.Generator().manual_seed(seed)
-    hist = {'loss': [], 'recon': [], 'position': []}
-    epoch = 0
-    while len(hist['loss']) < steps:
-        if hasattr(dl, 'set_epoch'): dl.set_epoch(epoch)
-        for xb, *_ in dl:
-            with autocast(device, precision):       # 16 bits on a GPU; a no-op in float32
-                out = model(xb.to(device), generator=gen)
-            opt.zero_grad(set_to_none=True)
-            scaler.scale(out.loss).backward()       # S·loss for fp16, else the loss
-            scaler.step(opt)                        # opt.step(), skipped if fp16 overflowed
-            scaler.update()
-            with _schedule_after_skip(): sched.step()   # a skipped step still counts
-            hist['loss'].append(out.loss.item())
-            hist['recon'].append(out.recon_loss.item())
-            hist['position'].append(out.position_loss.item())
-            if len(hist['loss']) == steps: break
-        epoch += 1
-    return hist
+    @staticmethod
+    def objective(model:nn.Module,   # an `MAE`, or `fit`'s DDP or compiled wrapper of one
+                  batch,             # images (B, C, I_h, I_w), or (images, labels): labels ignored
+                 ) -> tuple[Tensor, dict[str, float]]:
+        "`fit`'s objective for pre-training: the MAE loss; logs both of its terms"
+        out = model(batch if isinstance(batch, Tensor) else batch[0])   # masks: the global RNG
+        return out.loss, {'recon': out.recon_loss.item(), 'position': out.position_loss.item()}

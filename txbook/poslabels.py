@@ -10,12 +10,11 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
-from .train import classification_loss
+from .losses import accuracy, classification_loss
 
 # %% auto #0
 __all__ = ['LabelKind', 'Halves', 'absolute_position_labels', 'relative_position_labels', 'absolute_position_classes',
-           'relative_position_classes', 'position_loss', 'APLHead', 'RPLHead', 'PositionLabelViT', 'token_states',
-           'linear_probe']
+           'relative_position_classes', 'position_loss', 'APLHead', 'RPLHead', 'PositionLabelViT']
 
 # %% ../nbs/07_poslabels.ipynb #447e1eba
 def absolute_position_labels(gh:int,  # h, rows of the patch grid
@@ -151,7 +150,7 @@ class RPLHead(nn.Module):
 
 # %% ../nbs/07_poslabels.ipynb #0360cf6e
 class PositionLabelViT(nn.Module):
-    "A ViT with position-label heads on its final patch tokens; `loss` is CE + λ·position loss"
+    "A ViT with position-label heads on its final patch tokens; `objective`: CE + λ·position loss"
     def __init__(self, vit:nn.Module,             # a `txbook.vit.ViT`
                  *, apl:APLHead|None=None,        # absolute position labels
                  rpl:RPLHead|None=None,           # relative position labels
@@ -163,60 +162,34 @@ class PositionLabelViT(nn.Module):
                 raise ValueError(f"{name} labels are for a {head.grid[0]}x{head.grid[1]} grid, "
                                  f"the ViT makes a {vit.grid[0]}x{vit.grid[1]} grid")
         self.vit, self.apl, self.rpl, self.lam = vit, apl, rpl, lam
-        self.positions: dict[str, Tensor] = {}    # predictions of the last forward, read by `loss`
 
     def forward(self, x:Tensor,                   # (B, C, I_h, I_w) images
                 *, return_positions:bool=False,   # also return the position predictions
                ):                                 # (B, K) logits [, {'apl': ..., 'rpl': ...}]
         feats = self.vit.forward_features(x)      # (B, T, D), after the final LayerNorm
         logits = self.vit.forward_head(feats)     # (B, K)
+        if not return_positions: return logits
         z = feats[:, self.vit.n_prefix:]          # (B, N, D): z_1 .. z_N, the patch tokens
         heads = {'apl': self.apl, 'rpl': self.rpl}
-        self.positions = {k: h(z) for k, h in heads.items() if h is not None}
-        return (logits, self.positions) if return_positions else logits
+        return logits, {k: h(z) for k, h in heads.items() if h is not None}
 
-    def position_loss(self) -> Tensor:            # scalar, for the last forward
-        "Sum of the heads' position losses, for the predictions of the last forward"
-        losses = [getattr(self, k).loss(p) for k, p in self.positions.items()]
+    def position_loss(self, positions:dict[str, Tensor]) -> Tensor:   # scalar
+        "Sum of the heads' position losses of one call's predictions"
+        losses = [getattr(self, k).loss(p) for k, p in positions.items()]
         return sum(losses) if losses else torch.zeros(())
 
-    def loss(self, logits:Tensor, y:Tensor) -> Tensor:   # what `fit(loss_fn=model.loss)` calls
-        "Joint loss of the last forward: cross-entropy + λ · position loss"
-        return classification_loss(logits, y) + self.lam * self.position_loss()
+    def loss(self, logits:Tensor, positions:dict[str, Tensor], y:Tensor) -> Tensor:
+        "Joint loss of one call: cross-entropy + λ · position loss"
+        return classification_loss(logits, y) + self.lam * self.position_loss(positions)
 
-# %% ../nbs/07_poslabels.ipynb #b032895d
-@torch.no_grad()
-def token_states(vit:nn.Module,   # a `txbook.vit.ViT`
-                 x:Tensor,        # (B, C, I_h, I_w) images
-                ) -> Tensor:      # (B, L+1, T, D)
-    "Tokens at every depth (eval mode): [:, 0] enters block 1, [:, l] leaves block l"
-    states = []
-    pre = lambda mod, args: states.append(args[0])
-    post = lambda mod, args, out: states.append(out)
-    hooks = [vit.encoder.blocks[0].register_forward_pre_hook(pre)]
-    hooks += [blk.register_forward_hook(post) for blk in vit.encoder.blocks]
-    was_training = vit.training
-    try:
-        vit.eval()
-        vit.forward_features(x)
-    finally:
-        for h in hooks: h.remove()
-        vit.train(was_training)
-    return torch.stack(states, dim=1)
-
-def linear_probe(f_train:Tensor,  # (n, F) features
-                 y_train:Tensor,  # (n,) integer labels
-                 f_test:Tensor,   # (m, F)
-                 y_test:Tensor,   # (m,)
-                 *, ridge:float=1.0,   # penalty on the weights (features are standardised)
-                ) -> float:       # test accuracy
-    "Linear probe: ridge regression onto one-hot targets, standardised features; arg-max predicts"
-    mu, sd = f_train.double().mean(0), f_train.double().std(0) + 1e-6
-    X, Xt = (f_train.double() - mu) / sd, (f_test.double() - mu) / sd       # (n, F), (m, F)
-    K = int(max(y_train.max(), y_test.max())) + 1
-    Y = F.one_hot(y_train, K).double()                                      # (n, K)
-    y_mean = Y.mean(0)                                                      # unpenalised intercept
-    A = X.T @ X + ridge * torch.eye(X.shape[1], dtype=X.dtype, device=X.device)   # (F, F)
-    W = torch.linalg.solve(A, X.T @ (Y - y_mean))                           # (F, K)
-    pred = (Xt @ W + y_mean).argmax(-1)                                     # (m,)
-    return (pred == y_test).double().mean().item()
+    @staticmethod
+    def objective(model:nn.Module,               # the model, or fit's DDP/compiled wrapper of it
+                  batch:tuple[Tensor, Tensor],   # (images, labels)
+                 ) -> tuple[Tensor, dict[str, float]]:
+        "`fit`'s objective: the joint loss; logs the accuracy and the position loss"
+        x, y = batch
+        logits, positions = model(x, return_positions=True)   # through the wrapper, for DDP
+        core = getattr(model, 'module', model)                 # the PositionLabelViT itself
+        pos = core.position_loss(positions)
+        loss = classification_loss(logits, y) + core.lam * pos
+        return loss, {'acc': accuracy(logits, y), 'position': pos.item()}
