@@ -25,6 +25,8 @@ from txbook.data import TensorLoader
 from txbook.distributed import rank_world, shard
 from txbook.optim import warmup_cosine
 from txbook.train import fit
+from txbook.vit import ViT
+from txbook.poslabels import APLHead, PositionLabelViT
 
 B = 4                  # rows per rank (b); the global batch is 2b
 N_SAMPLES = 45         # 5 global batches of 8 and a last one of 5
@@ -62,6 +64,18 @@ def tiny_run(*, batch_size: int, accum_steps: int = 1, dropout: float = 0.0, che
                checkpoint=checkpoint, max_steps=max_steps, progress=False, verbose=verbose,
                **(dict(objective=objective) if objective else dict(label_smoothing=0.1)))
     return net, hist
+
+
+def poslabel_run():
+    "A model whose objective is its own staticmethod: under DDP it must reach the model through the wrapper"
+    seed_everything(0)
+    vit = ViT(img_size=8, patch_size=4, in_chans=1, n_classes=3, d_model=8, depth=1, n_heads=2)
+    model = PositionLabelViT(vit, apl=APLHead(8, grid=(2, 2), kind='classify'))
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(20, 1, 8, 8, generator=g), torch.randint(0, 3, (20,), generator=g)
+    hist = fit(model, TensorLoader(x, y, batch_size=8, shuffle=True, seed=2), epochs=2, lr=LR, warmup=1,
+               objective=model.objective, device='cpu', progress=False, verbose=False)
+    return model, hist
 
 
 def free_port() -> int:
@@ -219,6 +233,23 @@ def test_custom_objective_under_torchrun(two_procs):
         assert h['obj_resumed']['loss'] == h['obj']['loss']
 
 
+def test_model_objective_under_torchrun(two_procs):
+    "PositionLabelViT.objective (a staticmethod reading λ through DDP's wrapper): 2 processes = 1 process"
+    out, _ = two_procs
+    net, hist = poslabel_run()
+    for r in range(2):
+        w = load_file(out / f'rank{r}.safetensors')
+        h = json.loads((out / f'rank{r}.json').read_text())
+        for k, v in net.state_dict().items():
+            a = w[f'pl.{k}']
+            if k.endswith('to_qkv.bias'):   # the key bias: softmax ignores it, its gradient is 0 up to
+                keep = torch.arange(len(v)) // 8 != 1   # rounding, which AdamW's g/√v blows up to lr steps
+                a, v = a[keep], v[keep]
+            torch.testing.assert_close(a, v, atol=1e-5, rtol=0, msg=k)
+        for key in ('loss', 'acc', 'position'):
+            torch.testing.assert_close(h['pl'][key], hist[key], atol=1e-5, rtol=0, msg=key)
+
+
 def test_custom_objective_conflicts():
     with pytest.raises(ValueError, match='label_smoothing=0.1'):
         fit(make_net(), TensorLoader(*data(), batch_size=8), epochs=1, objective=penalised, label_smoothing=0.1)
@@ -248,6 +279,8 @@ def _worker(out: Path):
     obj_res, res['obj_resumed'] = tiny_run(batch_size=2 * B, objective=penalised, checkpoint=out / 'obj.safetensors')
     tensors |= {f'obj.{k}': v for k, v in obj.state_dict().items()}
     tensors |= {f'obj_resumed.{k}': v for k, v in obj_res.state_dict().items()}
+    pl, res['pl'] = poslabel_run()
+    tensors |= {f'pl.{k}': v for k, v in pl.state_dict().items()}
     try: tiny_run(batch_size=1)                                # a global batch of 1 row for 2 ranks
     except ValueError as e: res['error'] = str(e)
     assert rank_world() == (rank, 2)
