@@ -4,8 +4,8 @@
 nanoGPT's `config/train_shakespeare_char.py` trains a 6-layer, 6-head, width-384 GPT (context 256, dropout
 0.2) for 5,000 steps of 64 windows with AdamW (lr 1e-3 warmed up over 100 steps, cosine decay to 1e-4,
 betas (0.9, 0.99), weight decay 0.1, gradient clipping at 1) and reports a validation loss of about 1.47.
-This script trains `txbook.heads.GPT` with that configuration (the defaults of `GPTConfig`) through
-`txbook.heads.train_lm`, the loop the chapter uses: the same 90/10 split of tinyshakespeare, bf16 autocast on
+This script trains `txbook.gpt.GPT` with that configuration (the defaults of `GPTConfig`) through
+`txbook.text.train_lm`, the loop the chapter uses: the same 90/10 split of tinyshakespeare, bf16 autocast on
 a GPU with bf16 (fp16 with loss scaling on older GPUs, float32 on a CPU). The validation loss is the mean
 over `--eval-iters` random batches of the validation text, as nanoGPT estimates it.
 
@@ -18,8 +18,9 @@ import argparse, json, time
 import torch
 from txbook.core import seed_everything
 from txbook.data import load_tinyshakespeare
-from txbook.heads import GPT, GPTConfig, CharTokenizer, train_lm
-from txbook.train import amp_dtype
+from txbook.gpt import GPT, GPTConfig
+from txbook.text import CharTokenizer, train_lm
+from txbook.amp import amp_dtype
 
 NANOGPT_VAL_LOSS = 1.4697   # nanoGPT's README: shakespeare-char, "best validation loss is 1.4697"
 

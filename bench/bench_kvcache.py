@@ -1,4 +1,4 @@
-"""KV-cache speed-up of `txbook.heads.GPT.generate`: cached vs recomputing the whole prefix at every step.
+"""KV-cache speed-up of `txbook.gpt.GPT.generate`: cached vs recomputing the whole prefix at every step.
 
 Greedy decoding from a one-token prompt, random weights, nanoGPT's shakespeare-char size by default
 (6 layers, 6 heads, width 384, context 256). The cached path is `GPT.forward(idx, caches=...)`, the same block
@@ -11,7 +11,7 @@ usage: python bench/bench_kvcache.py [--threads 1] [--tokens 255] [--device cpu]
 import argparse, time
 
 import torch
-from txbook.heads import GPT, GPTConfig
+from txbook.gpt import GPT, GPTConfig
 
 
 def main():

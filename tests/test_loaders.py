@@ -12,7 +12,7 @@ transformers = pytest.importorskip("transformers")
 from transformers import GPT2Config, GPT2LMHeadModel, ViTConfig, ViTForImageClassification
 from transformers.utils import logging as hf_logging
 
-from txbook.heads import GPT, gpt2_config
+from txbook.gpt import GPT, gpt2_config
 from txbook.vit import ViT
 
 hf_logging.set_verbosity_error()
@@ -160,7 +160,7 @@ def test_gpt2_unknown_tensor_refused():
     hf = random_gpt2(**GPT2_BASE)
     sd = hf.state_dict()
     sd['transformer.h.0.attn.q_attn.weight'] = torch.zeros(32, 32)   # e.g. a cross-attention weight
-    from txbook.heads import gpt2_state_dict
+    from txbook.gpt import gpt2_state_dict
     with pytest.raises(ValueError, match='q_attn'):
         gpt2_state_dict(sd, gpt2_config(hf.config))
 
