@@ -17,8 +17,8 @@ from .seq2seq import Transformer
 
 # %% auto #0
 __all__ = ['LANGS', 'Lang', 'SPECIALS', 'number_words', 'held_combo', 'split_numbers', 'pre_tokenize', 'pair_counts',
-           'merge_word', 'BPETokenizer', 'pad_batch', 'make_batch', 'translation_loss', 'train_translator',
-           'length_penalty', 'beam_search', 'sequence_scores', 'translate', 'cross_attention']
+           'merge_word', 'learn_merges', 'BPETokenizer', 'pad_batch', 'make_batch', 'translation_loss',
+           'train_translator', 'length_penalty', 'beam_search', 'sequence_scores', 'translate', 'cross_attention']
 
 # %% ../nbs/10_translate.ipynb #2a68d1c6
 LANGS = ('en', 'de', 'fr')          # the languages the chapter uses (num2words codes)
@@ -81,6 +81,21 @@ def merge_word(w:tuple[str, ...], # a word as symbols
             out.append(w[i]); i += 1
     return tuple(out)
 
+def learn_merges(texts:list[str], # training text
+                 n_merges:int,    # merges to learn (the vocabulary grows by one each)
+                ) -> tuple[list[str], list[tuple[str, str]]]: # the alphabet, the merges in order
+    "Byte-pair encoding: repeatedly fuse the most frequent adjacent pair into one symbol"
+    words = Counter(tuple(w) for t in texts for w in pre_tokenize(t))
+    chars = sorted({c for w in words for c in w})
+    merges = []
+    for _ in range(n_merges):
+        counts = pair_counts(words)
+        if not counts: break                                 # every word is one symbol
+        best = max(counts, key=lambda p: (counts[p], p))     # ties: the larger pair
+        merges.append(best)
+        words = Counter({merge_word(w, best): f for w, f in words.items()})
+    return chars, merges
+
 # %% ../nbs/10_translate.ipynb #c205a0bb
 SPECIALS = ('<pad>', '<bos>', '<eos>')     # ids 0, 1, 2
 
@@ -94,23 +109,13 @@ class BPETokenizer:
         self.itos = list(SPECIALS) + list(tags) + sorted(chars) + [a + b for a, b in merges]
         self.stoi = {s: i for i, s in enumerate(self.itos)}
         self.pad, self.bos, self.eos = 0, 1, 2
+        self.n_special = len(SPECIALS) + len(tags)          # ids below this are not text
         self.chars, self._cache = set(chars), {}
 
     @classmethod
-    def learn(cls, texts:list[str],    # training text
-              n_merges:int,            # merges to learn (the vocabulary grows by one each)
-              *, tags:tuple[str, ...]=()) -> BPETokenizer:
-        "Learn `n_merges` merges: repeatedly fuse the most frequent adjacent pair"
-        words = Counter(tuple(w) for t in texts for w in pre_tokenize(t))
-        chars = sorted({c for w in words for c in w})
-        merges = []
-        for _ in range(n_merges):
-            counts = pair_counts(words)
-            if not counts: break
-            best = max(counts, key=lambda p: (counts[p], p))    # ties: the larger pair
-            merges.append(best)
-            words = Counter({merge_word(w, best): f for w, f in words.items()})
-        return cls(chars, merges, tags)
+    def learn(cls, texts:list[str], n_merges:int, *, tags:tuple[str, ...]=()) -> BPETokenizer:
+        "A tokenizer with the alphabet and `n_merges` merges learned from `texts`"
+        return cls(*learn_merges(texts, n_merges), tags)
 
     def __len__(self): return len(self.itos)
 
@@ -142,8 +147,7 @@ class BPETokenizer:
         out = []
         for i in (ids.tolist() if isinstance(ids, Tensor) else ids):
             if i == self.eos: break
-            s = self.itos[i]
-            if not (s.startswith('<') and s.endswith('>')): out.append(s)
+            if i >= self.n_special: out.append(self.itos[i])
         return ''.join(out)
 
 # %% ../nbs/10_translate.ipynb #02f22e64
