@@ -4,7 +4,7 @@
     python bench/bench_swin.py ablation [--n-train 60000] [--epochs 10] [--seeds 0 1 2 3 4] [--width 64]
 
 `cost`: FLOPs (PyTorch's FLOP counter on the meta device, so the attention products are counted) and the
-time of one forward pass (CPU: process time; CUDA: events) of a ViT and a one-stage Swin of the same width
+time of one forward pass (txbook.core.time_it: torch.utils.benchmark's median) of a ViT and a one-stage Swin of the same width
 (D=64) and depth (2), patches of 4, windows of 8, as the image side grows; prints a Markdown table and the
 growth exponents (least-squares slope of log cost against log N).
 
@@ -14,15 +14,15 @@ position-label rows (Zhang et al., Table 2: + APL, + RPL) on Fashion-MNIST with 
 std over the seeds of the test accuracy on all 10,000 test images.
 """
 from __future__ import annotations
-import argparse, math, time
+import argparse, math
 
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from torch.utils.flop_counter import FlopCounterMode
 
-from txbook.core import seed_everything, torch_threads, default_device
-from txbook.data import load_mnist, TensorLoader
+from txbook.core import seed_everything, torch_threads, default_device, time_it, Stopwatch
+from txbook.data import load_mnist, normalise, TensorLoader
 from txbook.train import fit
 from txbook.losses import classification_objective
 from txbook.vit import ViT
@@ -39,19 +39,10 @@ def swin_at(side: int) -> Swin:
                 window=8)
 
 
-def forward_time(m: nn.Module, x: Tensor, reps: int = 3) -> float:
-    "Best of `reps` forward passes, in seconds (CPU process time, or CUDA event time)"
+def forward_time(m: nn.Module, x: Tensor) -> float:
+    "Seconds of one forward pass: `time_it`'s median (torch.utils.benchmark; a GPU is synchronised)"
     with torch.no_grad():
-        m(x)
-        times = []
-        for _ in range(reps):
-            if x.is_cuda:
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record(); m(x); b.record(); torch.cuda.synchronize()
-                times.append(a.elapsed_time(b) / 1e3)
-            else:
-                t0 = time.process_time(); m(x); times.append(time.process_time() - t0)
-    return min(times)
+        return time_it(lambda: m(x))
 
 
 def cost(args):
@@ -108,7 +99,7 @@ def ablation(args):
     dev = torch.device(args.device) if args.device else default_device()
     xtr, ytr = load_mnist('fashion-mnist', 'train')
     xte, yte = load_mnist('fashion-mnist', 'test')
-    prep = lambda x: (F.pad(x[:, None].float() / 255, (2, 2, 2, 2)) - 0.2860) / 0.3530
+    prep = lambda x: normalise(F.pad(x, (2, 2, 2, 2)))          # background padding, standardised
     train_x, train_y = prep(xtr[:args.n_train]), ytr[:args.n_train]
     test_dl = TensorLoader(prep(xte), yte, batch_size=1000)
     last = lambda m: m.stage_grids(m.grid)[-1]
@@ -127,13 +118,12 @@ def ablation(args):
                          n_heads=heads, window=4, mlp_ratio=2.0, drop_path=args.drop_path, **kw)
             if wrap is not None: model = wrap(model)
             dl = TensorLoader(train_x, train_y, batch_size=args.batch_size, shuffle=True, seed=seed)
-            t0 = time.time()
-            with torch_threads(args.threads):
+            with Stopwatch() as sw, torch_threads(args.threads):
                 how = dict(label_smoothing=0.1) if wrap is None else dict(objective=model.objective)
                 hist = fit(model, dl, test_dl, epochs=args.epochs, lr=args.lr, warmup=0.1, device=dev,
                            verbose=False, progress=False, **how)
             accs.append(hist['valid_acc'][-1] * 100)
-            print(f"{name:32s} seed {seed}: {accs[-1]:.2f} % ({time.time() - t0:.0f} s)", flush=True)
+            print(f"{name:32s} seed {seed}: {accs[-1]:.2f} % ({sw.wall:.0f} s)", flush=True)
         res[name] = torch.tensor(accs)
     print(f"\n{args.n_train} training images x {args.epochs} epochs, width {args.width}, batch {args.batch_size}, "
           f"lr {args.lr}, device {dev.type}; test accuracy on 10,000 images, mean ± sample std over seeds "

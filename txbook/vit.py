@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from einops import rearrange
+from .core import eval_mode
 from .attention import attention_weights
 from .blocks import Encoder, Activation
 from .position import LearnedPositionEmbedding, sincos_2d_encoding
@@ -219,17 +220,15 @@ def attention_maps(vit:ViT,      # a ViT (or any model with `encoder.blocks` and
                    x:Tensor,     # (B, C, I_h, I_w) images
                   ) -> Tensor:   # (B, L, H, T, T) every block's and head's weights
     "Attention weights of every block (in eval mode: no dropout), captured with forward hooks"
-    maps, was_training = [], vit.training
+    maps = []
     def hook(attn, args, out):
         q, k, _ = attn.project(args[0])        # (B, H, T, Dh) from the block's normalised input
         maps.append(attention_weights(q, k, scale=attn.scale))
     handles = [blk.attn.register_forward_hook(hook) for blk in vit.encoder.blocks]
     try:
-        vit.eval()
-        with torch.no_grad(): vit.forward_features(x)
+        with eval_mode(vit), torch.no_grad(): vit.forward_features(x)
     finally:
         for h in handles: h.remove()
-        vit.train(was_training)
     return torch.stack(maps, dim=1)
 
 # %% ../nbs/06_vit.ipynb #2e7c6f34
