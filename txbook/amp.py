@@ -46,4 +46,23 @@ def grad_scaler(device:torch.device|str,
     return torch.amp.GradScaler(device.type if on else 'cpu', enabled=on)
 
 # %% auto #0
-__all__ = ['Precision', 'amp_dtype', 'resolve_precision', 'autocast', 'grad_scaler']
+__all__ = ['Precision', 'amp_dtype', 'resolve_precision', 'autocast', 'grad_scaler', 'scaled_step']
+
+# %% ../nbs/00c3_amp.ipynb #fbe9c3ac
+import warnings
+from torch import nn
+
+def scaled_step(opt:torch.optim.Optimizer, scaler:torch.amp.GradScaler,
+                sched=None,                # a learning-rate schedule to advance, if any
+                *, params=None,            # the parameters whose gradient norm is clipped
+                grad_clip:float|None=None, # max global gradient norm (None: no clipping)
+               ):
+    "Finish a step of the loss-scaled loss: unscale, clip, step (skipped on inf/NaN), update S"
+    scaler.unscale_(opt)                                  # g = (S g) / S; no-op unless fp16
+    if grad_clip is not None: nn.utils.clip_grad_norm_(params, grad_clip)
+    scaler.step(opt)                                      # opt.step(), skipped if g has inf/NaN
+    scaler.update()
+    if sched is None: return
+    with warnings.catch_warnings():                       # PyTorch warns when the schedule
+        warnings.filterwarnings('ignore', message=r'Detected call of `lr_scheduler\.step\(\)`')
+        sched.step()                                      # moves past a skipped step

@@ -11,6 +11,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 from .core import default_device
+from .checkpoint import rng_state
 
 def rank_world() -> tuple[int, int]:
     "(rank, world size) of this process: (0, 1) unless a process group runs, e.g. under torchrun"
@@ -45,5 +46,45 @@ def reduce_sums(values:list[float], device:torch.device) -> list[float]:
     dist.all_reduce(sums)
     return sums.tolist()
 
+def gather_rng_states() -> dict[str, Tensor]|None:
+    "Every rank's random generators, named as `load_checkpoint` reads them; None in one process"
+    rank, world = rank_world()
+    if world == 1: return None                            # `save_checkpoint` stores its own
+    states = [None] * world
+    dist.all_gather_object(states, rng_state())           # each process has its own generators
+    return {(k if r == 0 else k.replace('rng.', f'rng.rank{r}.', 1)): v
+            for r, s in enumerate(states) for k, v in s.items()}
+
 # %% auto #0
-__all__ = ['rank_world', 'setup_distributed', 'shard', 'reduce_sums']
+__all__ = ['rank_world', 'setup_distributed', 'shard', 'reduce_sums', 'gather_rng_states', 'compile_problem', 'wrap_model']
+
+# %% ../nbs/00c5_distributed.ipynb #a1e474e1
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+def compile_problem(device:torch.device) -> str|None:
+    "Why torch.compile's default backend (inductor) cannot run on `device` here; None if it can"
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+        from torch.utils._triton import has_triton
+    except ImportError: return None                   # private helpers moved: let torch.compile try
+    if device.type == 'cuda' and not has_triton(): return "Triton is not installed"
+    if device.type == 'cpu':
+        try: get_cpp_compiler()
+        except Exception as e:
+            return f"no C++ compiler found ({type(e).__name__}); install g++ or set CXX"
+    return None
+
+def wrap_model(model:nn.Module, device:torch.device|str,
+               *, compile:bool=False,   # torch.compile, where it can run
+              ) -> tuple[nn.Module, DistributedDataParallel|None]:   # (what to run, DDP wrapper)
+    "What the steps run: `model`, DDP-wrapped in a multi-process run, compiled if asked and able"
+    device, (rank, world) = torch.device(device), rank_world()
+    ddp = None                                            # replicas whose gradients are all-reduced
+    if world > 1:
+        ddp = DistributedDataParallel(model, device_ids=[device] if device.type == 'cuda' else None)
+    net = ddp or model
+    if compile and (why := compile_problem(device)):
+        if rank == 0: print(f"compile=True skipped: {why}; training without torch.compile")
+    elif compile: net = torch.compile(net)
+    return net, ddp

@@ -6,20 +6,20 @@ Docs: https://txbook.github.io/txbook/nbs/train.html.md"""
 
 # %% ../nbs/00c_train.ipynb #6b0b90dc
 from __future__ import annotations
-import contextlib, itertools, os, warnings
+import contextlib, itertools, os
 from functools import partial
 from pathlib import Path
 from typing import Callable
 import torch
 from torch import nn, Tensor
-from torch.nn.parallel import DistributedDataParallel
 from fastprogress.fastprogress import progress_bar
 from .core import eval_mode
 from .losses import accuracy, classification_objective
 from .optim import make_optimizer, warmup_cosine
-from .amp import Precision, autocast, grad_scaler, resolve_precision
-from .checkpoint import load_checkpoint, rng_state, save_checkpoint
-from .distributed import rank_world, reduce_sums, setup_distributed, shard
+from .amp import Precision, autocast, grad_scaler, resolve_precision, scaled_step
+from .checkpoint import load_checkpoint, save_checkpoint
+from .distributed import (gather_rng_states, rank_world, reduce_sums, setup_distributed,
+                                shard, wrap_model)
 
 def _rows(batch) -> int:
     "B: the rows of a batch, a tensor or a tuple of tensors with one first dimension"
@@ -110,7 +110,7 @@ def _groups(batches, k:int):
     while group := list(itertools.islice(it, k)): yield group
 
 def _step_grads(net:nn.Module,           # the model as trained: plain, DDP-wrapped and/or compiled
-                ddp:DistributedDataParallel|None,
+                ddp:nn.Module|None,            # the DDP wrapper, if any
                 group:list,              # the micro-batches of one step, global batches
                 objective:Callable, device:torch.device, rank:int, world:int,
                 amp:torch.dtype|None, scaler:torch.amp.GradScaler,  # disabled unless fp16
@@ -138,58 +138,17 @@ def _step_grads(net:nn.Module,           # the model as trained: plain, DDP-wrap
     totals = reduce_sums([loss_sum, *sums.values()], device)   # the whole batch's, not a shard's
     return totals[0], dict(zip(sums, totals[1:]))
 
-@contextlib.contextmanager
-def _schedule_after_skip():
-    "Silence PyTorch's warning when the schedule advances past a step fp16's scaler skipped"
-    with warnings.catch_warnings():
-        warnings.filterwarnings('ignore', message=r'Detected call of `lr_scheduler\.step\(\)`')
-        yield
-
 def _update(model:nn.Module, opt, sched, scaler:torch.amp.GradScaler, grad_clip:float|None,
             hist:dict):
-    "Unscale, clip, step (fp16: skipped if g has inf/NaN), advance the schedule; log lr and scale"
+    "The step after the gradients: log the rate (and the loss scale), then `scaled_step`"
     if scaler.is_enabled(): hist.setdefault('loss_scale', []).append(scaler.get_scale())
-    scaler.unscale_(opt)                                  # g = (S g) / S; no-op unless fp16
-    if grad_clip is not None: nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     hist['lr'].append(opt.param_groups[0]['lr'])
-    scaler.step(opt)                                      # opt.step(), skipped if g has inf/NaN
-    scaler.update()
-    with _schedule_after_skip(): sched.step()             # a skipped step still counts
+    scaled_step(opt, scaler, sched, params=model.parameters(), grad_clip=grad_clip)
 
 # %% ../nbs/00c_train.ipynb #8176bcc5
-def _compile_problem(device:torch.device) -> str|None:
-    "Why torch.compile's default backend (inductor) cannot run on `device` here; None if it can"
-    try:
-        from torch._inductor.cpp_builder import get_cpp_compiler
-        from torch.utils._triton import has_triton
-    except ImportError: return None                   # private helpers moved: let torch.compile try
-    if device.type == 'cuda' and not has_triton(): return "Triton is not installed"
-    if device.type == 'cpu':
-        try: get_cpp_compiler()
-        except Exception as e:
-            return f"no C++ compiler found ({type(e).__name__}); install g++ or set CXX"
-    return None
-
-def _wrap(model:nn.Module, device:torch.device, rank:int, world:int,
-          compile:bool) -> tuple[nn.Module, DistributedDataParallel|None]:
-    "What the steps run: `model`, DDP-wrapped in a multi-process run, compiled if asked and able"
-    ddp = None                                            # replicas whose gradients are all-reduced
-    if world > 1:
-        ddp = DistributedDataParallel(model, device_ids=[device] if device.type == 'cuda' else None)
-    net = ddp or model
-    if compile and (why := _compile_problem(device)):
-        if rank == 0: print(f"compile=True skipped: {why}; training without torch.compile")
-    elif compile: net = torch.compile(net)
-    return net, ddp
-
 def _save(path, model, opt, sched, step:int, hist:dict, rank:int, world:int, scaler):
     "Rank 0 writes the checkpoint, with the random state of every rank; the others wait"
-    rng = None
-    if world > 1:
-        states = [None] * world
-        torch.distributed.all_gather_object(states, rng_state())  # each process: own generators
-        rng = {(k if r == 0 else k.replace('rng.', f'rng.rank{r}.', 1)): v
-               for r, s in enumerate(states) for k, v in s.items()}
+    rng = gather_rng_states()                             # every rank's; None in one process
     if rank == 0:
         meta = {'history': hist}
         if scaler.is_enabled(): meta['grad_scaler'] = scaler.state_dict()
@@ -254,7 +213,7 @@ def fit(model:nn.Module, train_dl, valid_dl=None, *,
     scaler = grad_scaler(device, amp)                     # fp16 only; a pass-through otherwise
     rank, world = rank_world()
     # `model` stays the plain module (checkpoints, evaluation); `net` is what the steps run
-    net, ddp = _wrap(model.to(device).train(), device, rank, world, compile)
+    net, ddp = wrap_model(model.to(device).train(), device, compile=compile)
     per_epoch = -(-len(train_dl) // accum_steps)          # optimiser steps per epoch
     total = epochs * per_epoch
     n_warm = round(warmup * total) if warmup < 1 else int(warmup)
