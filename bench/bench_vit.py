@@ -20,9 +20,9 @@ Under torchrun, txbook.train.fit trains data-parallel (DistributedDataParallel):
 split over the processes, so the run is the same recipe as on one device; the images/s reported are global (all
 processes together), only rank 0 prints and writes --json.
 """
-import argparse, json, sys, time
+import argparse, json, sys
 import torch
-from txbook.core import seed_everything
+from txbook.core import seed_everything, Stopwatch
 from txbook.data import TensorLoader, augment, load_cifar10, load_mnist
 from txbook.distributed import rank_world, setup_distributed
 from txbook.train import evaluate, fit
@@ -104,16 +104,15 @@ def main():
     say(f"{a.dataset}: {len(xtr)} train / {len(xte)} test images, {n_params / 1e6:.2f} M parameters, "
         f"device {device}, {world} process(es), {epochs} epochs, torch {torch.__version__}", flush=True)
     sync()
-    t0 = time.perf_counter()
-    hist = fit(model, train_dl, test_dl if a.eval_each_epoch else None, epochs=epochs, device=device,
-               progress=sys.stdout.isatty(), accum_steps=a.accum_steps, compile=a.compile,
-               **cfg)  # no progress bar in a log file
-    sync()
-    wall = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    acc = evaluate(model, test_dl, device=device)['acc']   # the test set, once, after the last epoch
-    sync()
-    eval_s = time.perf_counter() - t1
+    with Stopwatch() as train_sw:                           # waits for the GPU at both ends
+        hist = fit(model, train_dl, test_dl if a.eval_each_epoch else None, epochs=epochs, device=device,
+                   progress=sys.stdout.isatty(), accum_steps=a.accum_steps, compile=a.compile,
+                   **cfg)  # no progress bar in a log file
+        sync()
+    with Stopwatch() as eval_sw:
+        acc = evaluate(model, test_dl, device=device)['acc']   # the test set, once, after the last epoch
+        sync()
+    wall, eval_s = train_sw.wall, eval_sw.wall
     n_seen = epochs * len(train_dl) * train_dl.batch_size   # global: every process sees its share of these
     res = dict(dataset=a.dataset, device=str(device), gpu=torch.cuda.get_device_name() if device.type == 'cuda' else None,
                world_size=world, global_batch_size=train_dl.batch_size, accum_steps=a.accum_steps, compile=a.compile,
