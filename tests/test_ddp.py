@@ -11,7 +11,7 @@ resumed, and must end bit for bit where the uninterrupted run ends, on every ran
 
 This file is also the script the torchrun workers run (see `_worker` at the bottom).
 """
-import json, os, socket, subprocess, sys, time
+import json, os, socket, subprocess, sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 from safetensors.torch import load_file, save_file
 
-from txbook.core import seed_everything
+from txbook.core import seed_everything, Stopwatch
 from txbook.data import TensorLoader
 from txbook.distributed import rank_world, shard
 from txbook.optim import warmup_cosine
@@ -175,10 +175,10 @@ def two_procs(tmp_path_factory):
            '--master_addr=127.0.0.1', f'--master_port={free_port()}', __file__, str(out)]
     env = os.environ | {'OMP_NUM_THREADS': '1'}
     if sys.platform == 'linux': env['GLOO_SOCKET_IFNAME'] = 'lo'    # gloo's traffic on the loopback too
-    t0 = time.time()
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=out, env=env)
+    with Stopwatch() as sw:
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=out, env=env)
     assert run.returncode == 0, f"torchrun failed:\n{run.stdout}\n{run.stderr[-6000:]}"
-    print(f"torchrun, 2 processes: {time.time() - t0:.1f} s")
+    print(f"torchrun, 2 processes: {sw.wall:.1f} s")
     return out, run.stdout
 
 
