@@ -6,12 +6,11 @@ gradients of a float64 sample must match those of PyTorch's kernel.
 """
 import pytest
 import torch
-import torch.nn.functional as F
 
 from txbook.efficient import blockwise_attention
 
 pytest.importorskip('expecttest')
-from test_opinfo import samples  # noqa: E402  (the OpInfo samples, in our argument names)
+from test_opinfo import pytorch_sdpa, samples  # noqa: E402  (OpInfo samples, our argument names)
 
 
 @pytest.mark.parametrize('dtype', [torch.float32, torch.float64])
@@ -21,9 +20,7 @@ def test_blockwise_matches_pytorch_on_opinfo_samples(dtype, block_size):
     s = samples(dtype)
     assert len(s) >= 10
     for q, k, v, kw in s:
-        theirs = dict(kw)
-        if 'mask' in theirs: theirs['attn_mask'] = theirs.pop('mask')
-        ref = F.scaled_dot_product_attention(q, k, v, **theirs)
+        ref = pytorch_sdpa(q, k, v, kw)
         ours = blockwise_attention(q, k, v, block_size=block_size, **kw)
         assert ours.dtype == dtype and ours.shape == ref.shape
         torch.testing.assert_close(ours, ref, **tol, msg=lambda m: f"{tuple(q.shape)} {kw}: {m}")
@@ -32,8 +29,6 @@ def test_blockwise_matches_pytorch_on_opinfo_samples(dtype, block_size):
 def test_blockwise_gradients_match_pytorch():
     for q, k, v, kw in samples(torch.float64):
         xs = [t.detach().requires_grad_() for t in (q, k, v)]
-        theirs = dict(kw)
-        if 'mask' in theirs: theirs['attn_mask'] = theirs.pop('mask')
-        ref = torch.autograd.grad(F.scaled_dot_product_attention(*xs, **theirs).sum(), xs)
+        ref = torch.autograd.grad(pytorch_sdpa(*xs, kw).sum(), xs)
         ours = torch.autograd.grad(blockwise_attention(*xs, block_size=3, **kw).sum(), xs)
         for a, b in zip(ours, ref): torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-8)

@@ -32,6 +32,13 @@ def samples(dtype):
     return out
 
 
+def pytorch_sdpa(q, k, v, kw):
+    "PyTorch's scaled_dot_product_attention on a sample whose kwargs are in our names"
+    theirs = dict(kw)
+    if 'mask' in theirs: theirs['attn_mask'] = theirs.pop('mask')
+    return F.scaled_dot_product_attention(q, k, v, **theirs)
+
+
 def test_there_are_samples_and_float_masks():
     s = samples(torch.float32)
     assert len(s) >= 10
@@ -44,9 +51,7 @@ def test_there_are_samples_and_float_masks():
 def test_opinfo_samples_match_pytorch(dtype, fused):
     tol = dict(atol=1e-5, rtol=1e-4) if dtype == torch.float32 else dict(atol=1e-12, rtol=1e-10)
     for q, k, v, kw in samples(dtype):
-        theirs = dict(kw)
-        if 'mask' in theirs: theirs['attn_mask'] = theirs.pop('mask')
-        ref = F.scaled_dot_product_attention(q, k, v, **theirs)
+        ref = pytorch_sdpa(q, k, v, kw)
         ours = attention(q, k, v, fused=fused, **kw)
         assert ours.dtype == dtype and ours.shape == ref.shape
         torch.testing.assert_close(ours, ref, **tol, msg=lambda m: f"{tuple(q.shape)} {kw}: {m}")
@@ -58,11 +63,8 @@ def test_half_precision_teaching_path_within_twice_pytorch_error(dtype):
     for q, k, v, kw in samples(dtype):
         q64, k64, v64 = q.double(), k.double(), v.double()
         kw64 = {n: (t.double() if torch.is_tensor(t) and t.is_floating_point() else t) for n, t in kw.items()}
-        if 'mask' in kw64: kw64['attn_mask'] = kw64.pop('mask')
-        exact = F.scaled_dot_product_attention(q64, k64, v64, **kw64)
-        theirs = dict(kw)
-        if 'mask' in theirs: theirs['attn_mask'] = theirs.pop('mask')
-        err_torch = (F.scaled_dot_product_attention(q, k, v, **theirs).double() - exact).abs().max().item()
+        exact = pytorch_sdpa(q64, k64, v64, kw64)
+        err_torch = (pytorch_sdpa(q, k, v, kw).double() - exact).abs().max().item()
         ours = attention(q, k, v, fused=False, **kw)
         assert ours.dtype == dtype
         err_ours = (ours.double() - exact).abs().max().item()
