@@ -149,15 +149,16 @@ def block_from_torch(layer:nn.TransformerEncoderLayer, # PyTorch's encoder layer
 # %% ../nbs/03_blocks.ipynb #b870a31e
 class Encoder(nn.Module):
     "A stack of `depth` `TransformerBlock`s, with a final LayerNorm (needed after pre-norm blocks)"
+    Block = TransformerBlock                # the block it stacks (the decoder stacks `DecoderBlock`s)
     def __init__(self, d_model:int,         # D
                  n_heads:int,               # H
                  depth:int,                 # L, number of blocks
                  *,
                  final_norm:bool=True,      # LayerNorm after the last block (pre-norm needs it)
-                 **block_kw,                # passed to every `TransformerBlock`
+                 **block_kw,                # passed to every block
                 ):
         super().__init__()
-        self.blocks = nn.ModuleList([TransformerBlock(d_model, n_heads, **block_kw)
+        self.blocks = nn.ModuleList([self.Block(d_model, n_heads, **block_kw)
                                      for _ in range(depth)])
         eps = block_kw.get('norm_eps', 1e-5)
         self.norm = LayerNorm(d_model, eps=eps) if final_norm else nn.Identity()
@@ -239,20 +240,9 @@ def decoder_block_from_torch(layer:nn.TransformerDecoderLayer, # PyTorch's decod
     return _load_torch(new, layer, 'self_attn.')
 
 # %% ../nbs/03_blocks.ipynb #467f0d27
-class Decoder(nn.Module):
+class Decoder(Encoder):
     "A stack of `depth` `DecoderBlock`s, each attending to the same memory, with a final LayerNorm"
-    def __init__(self, d_model:int,         # D
-                 n_heads:int,               # H
-                 depth:int,                 # L, number of blocks
-                 *,
-                 final_norm:bool=True,      # LayerNorm after the last block (pre-norm needs it)
-                 **block_kw,                # passed to every `DecoderBlock`
-                ):
-        super().__init__()
-        self.blocks = nn.ModuleList([DecoderBlock(d_model, n_heads, **block_kw)
-                                     for _ in range(depth)])
-        eps = block_kw.get('norm_eps', 1e-5)
-        self.norm = LayerNorm(d_model, eps=eps) if final_norm else nn.Identity()
+    Block = DecoderBlock                  # built as the encoder's stack is, with these blocks
 
     def forward(self, x:Tensor,                    # (B, N, D) target embeddings
                 memory:Tensor,                     # (B, M, D) encoder output
