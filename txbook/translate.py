@@ -227,7 +227,7 @@ def beam_search(model:Transformer, src:Tensor,   # (B, M) source ids
     logp[:, 0] = 0.0                                     # one live beam at the start
     length = torch.zeros(B, K, device=src.device)        # tokens up to and with EOS
     done = torch.zeros(B, K, dtype=torch.bool, device=src.device)
-    for t in range(max_new):
+    for _ in range(max_new):
         out = model.decode(seqs[:, -1:], memory, caches=caches, src_keep=keep)[:, -1]
         lp = out.float().log_softmax(-1).view(B, K, -1)                      # (B, K, V)
         V = lp.shape[-1]
@@ -246,7 +246,7 @@ def beam_search(model:Transformer, src:Tensor,   # (B, M) source ids
         if bool(done.all()): break
     final = logp / length_penalty(length, alpha)                             # (B, K)
     top = final.argmax(-1)                                                   # (B,)
-    ids = seqs.view(B, K, -1)[torch.arange(B), top, 1:]
+    ids = seqs.view(B, K, -1)[torch.arange(B, device=src.device), top, 1:]
     ids = F.pad(ids, (0, max_new - ids.shape[1]), value=pad)
     return ids, final.gather(1, top[:, None])[:, 0]
 
