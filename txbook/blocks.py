@@ -149,7 +149,7 @@ def block_from_torch(layer:nn.TransformerEncoderLayer, # PyTorch's encoder layer
 # %% ../nbs/03_blocks.ipynb #b870a31e
 class Encoder(nn.Module):
     "A stack of `depth` `TransformerBlock`s, with a final LayerNorm (needed after pre-norm blocks)"
-    Block = TransformerBlock                # the block it stacks (the decoder stacks `DecoderBlock`s)
+    Block = TransformerBlock                # the block it stacks (`Decoder`: `DecoderBlock`)
     def __init__(self, d_model:int,         # D
                  n_heads:int,               # H
                  depth:int,                 # L, number of blocks
