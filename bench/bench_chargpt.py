@@ -5,9 +5,13 @@ nanoGPT's `config/train_shakespeare_char.py` trains a 6-layer, 6-head, width-384
 0.2) for 5,000 steps of 64 windows with AdamW (lr 1e-3 warmed up over 100 steps, cosine decay to 1e-4,
 betas (0.9, 0.99), weight decay 0.1, gradient clipping at 1) and reports a validation loss of about 1.47.
 This script trains `txbook.gpt.GPT` with that configuration (the defaults of `GPTConfig`) through
-`txbook.text.train_lm`, the loop the chapter uses: the same 90/10 split of tinyshakespeare, bf16 autocast on
-a GPU with bf16 (fp16 with loss scaling on older GPUs, float32 on a CPU). The validation loss is the mean
-over `--eval-iters` random batches of the validation text, as nanoGPT estimates it.
+`txbook.train.fit`, the loop the chapter uses, on `txbook.text.Windows` of random windows (an epoch is
+`--eval-every` steps): the same 90/10 split of tinyshakespeare, bf16 autocast on a GPU with bf16 (fp16 with
+loss scaling on older GPUs, float32 on a CPU). Two details differ from nanoGPT's optimiser, because `fit` has
+no option for them: AdamW's beta2 is 0.999 (nanoGPT: 0.99) and the cosine decays to 0 (nanoGPT: to 1e-4).
+The validation loss is the mean over `--eval-iters` random batches of the validation text (the same batches at
+every evaluation), as nanoGPT estimates it; the train loss is the mean of each epoch's training steps (in
+training mode, with dropout), and at the end also an estimate in eval mode on `--eval-iters` training batches.
 
 usage: python bench/bench_chargpt.py [--steps 5000] [--eval-every 250] [--eval-iters 200] [--seed 1337]
                                      [--device cuda] [--json OUT]
@@ -19,7 +23,8 @@ import torch
 from txbook.core import seed_everything
 from txbook.data import load_tinyshakespeare
 from txbook.gpt import GPT, GPTConfig
-from txbook.text import CharTokenizer, train_lm
+from txbook.text import CharTokenizer, Windows
+from txbook.train import evaluate, fit
 from txbook.amp import amp_dtype
 
 NANOGPT_VAL_LOSS = 1.4697   # nanoGPT's README: shakespeare-char, "best validation loss is 1.4697"
@@ -38,6 +43,8 @@ def main():
     ap.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
     ap.add_argument('--json', default=None, help='also write the results to this JSON file')
     a = ap.parse_args()
+    if a.steps % a.eval_every:
+        ap.error(f"--steps {a.steps} must be a multiple of --eval-every {a.eval_every}")
     device = torch.device(a.device)
     text = load_tinyshakespeare()
     tok = CharTokenizer(text)
@@ -51,23 +58,31 @@ def main():
     params = sum(p.numel() for p in model.parameters())
     if device.type == 'cuda': torch.cuda.synchronize()
     t0 = time.perf_counter()
-    h = train_lm(model, train_data, val_data, steps=a.steps, batch_size=a.batch_size, lr=1e-3,
-                 warmup=100 if a.steps > 100 else 0, eval_every=a.eval_every,
-                 eval_iters=a.eval_iters, device=device, seed=a.seed)
+    windows = lambda d, n, seed: Windows(d, a.context, a.batch_size, n_batches=n, seed=seed)
+    h = fit(model, windows(train_data, a.eval_every, a.seed), windows(val_data, a.eval_iters, 0),
+            epochs=a.steps // a.eval_every, lr=1e-3, warmup=100 if a.steps > 100 else 0,
+            weight_decay=0.1, objective=GPT.objective, device=device, progress=False,
+            verbose=False)
     if device.type == 'cuda': torch.cuda.synchronize()
     wall = time.perf_counter() - t0
+    train_eval = evaluate(model, windows(train_data, a.eval_iters, 0), objective=GPT.objective,
+                          device=device)['loss']                   # eval mode, as nanoGPT's
+    steps = [a.eval_every * (e + 1) for e in range(len(h['valid_loss']))]
     dtype = amp_dtype(device)
     name = torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'
     res = dict(device=name, precision=str(dtype).removeprefix('torch.') if dtype else 'float32',
                params=params, steps=a.steps, batch_size=a.batch_size, seed=a.seed,
-               final_val_loss=h['valid loss'][-1], best_val_loss=min(h['valid loss']),
-               final_train_loss=h['train loss'][-1], wall_s=wall, history=h,
+               final_val_loss=h['valid_loss'][-1], best_val_loss=min(h['valid_loss']),
+               final_train_loss=train_eval, wall_s=wall,
+               history={'step': steps, 'train_loss': h['train_loss'],
+                        'valid_loss': h['valid_loss']},
                nanogpt_val_loss=NANOGPT_VAL_LOSS, torch=torch.__version__)
-    for s, tr, va in zip(h['step'], h['train loss'], h['valid loss']):
-        print(f"step {s:5d}: train loss {tr:.4f}, validation loss {va:.4f}")
+    for s, tr, va in zip(steps, h['train_loss'], h['valid_loss']):
+        print(f"step {s:5d}: train loss {tr:.4f} (the epoch's steps), validation loss {va:.4f}")
     print(f"RESULT chargpt: {params / 1e6:.2f}M parameters, {a.steps} steps in {wall:.0f} s on {name} "
           f"({res['precision']}, evaluation included): validation loss {res['final_val_loss']:.4f} "
-          f"(best {res['best_val_loss']:.4f}; nanoGPT {NANOGPT_VAL_LOSS})")
+          f"(best {res['best_val_loss']:.4f}; nanoGPT {NANOGPT_VAL_LOSS}), train loss "
+          f"{train_eval:.4f}")
     if a.json:
         with open(a.json, 'w') as f: json.dump(res, f, indent=1)
 

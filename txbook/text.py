@@ -1,4 +1,4 @@
-"""Characters as tokens, random training windows of a long text, a loss estimate on held-out text, and nanoGPT's training loop for a language model.
+"""Characters as tokens, random windows of a long text as batches (and as a loader for `fit`), and a loss estimate on held-out text.
 
 Docs: https://txbook.github.io/txbook/nbs/text.html.md"""
 
@@ -10,11 +10,9 @@ import torch
 from torch import nn, Tensor
 from .core import eval_mode
 from .losses import lm_loss
-from .optim import make_optimizer, warmup_cosine
-from .amp import autocast, grad_scaler
 
 # %% auto #0
-__all__ = ['CharTokenizer', 'get_batch', 'estimate_loss', 'train_lm']
+__all__ = ['CharTokenizer', 'get_batch', 'estimate_loss', 'Windows']
 
 # %% ../nbs/00g_text.ipynb #051ef6a0
 class CharTokenizer:
@@ -64,32 +62,32 @@ def estimate_loss(model:nn.Module, data:Tensor, *, block_size:int, batch_size:in
     return sum(losses) / len(losses)
 
 # %% ../nbs/00g_text.ipynb #f539917a
-def train_lm(model, train_data, val_data, *, steps, batch_size, lr, warmup, eval_every, device,
-             block_size=None, seed=0, weight_decay=0.1, eval_iters=100):
-    "nanoGPT's loop from the Toolbox's pieces: AdamW, warm-up + cosine, clipping, AMP on CUDA"
-    opt = make_optimizer(model, lr=lr, weight_decay=weight_decay, betas=(0.9, 0.99))  # not gains
-    schedule = lambda t: warmup_cosine(t, total=steps, warmup=warmup, min_factor=0.1)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
-    scaler = grad_scaler(device)                    # float16 (a T4): loss scaling; else a no-op
-    block_size = block_size or model.cfg.block_size                 # the context window
-    gen = torch.Generator().manual_seed(seed)                 # the order of the training batches
-    history = {'train loss': [], 'valid loss': [], 'step': []}
-    model.train()
-    for step in range(steps + 1):
-        if step % eval_every == 0 or step == steps:
-            with autocast(device):
-                for k, d in [('train loss', train_data), ('valid loss', val_data)]:
-                    g = torch.Generator().manual_seed(step)   # the same batches for every model
-                    loss = estimate_loss(model, d, block_size=block_size, batch_size=batch_size,
-                                         iters=eval_iters, generator=g, device=device)
-                    history[k].append(loss)
-            history['step'].append(step)
-        if step == steps: break
-        x, y = get_batch(train_data, block_size, batch_size, generator=gen, device=device)
-        with autocast(device): loss = lm_loss(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        scaler.scale(loss).backward()                             # S·loss (S = 1 unless fp16)
-        scaler.unscale_(opt)                                      # back to the true gradient
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        scaler.step(opt); scaler.update(); sched.step()           # step skipped on inf
-    return history
+class Windows:
+    "`n_batches` batches of `get_batch`'s random windows, the same for the same (seed, epoch)"
+    def __init__(self, data:Tensor,     # (n_tokens,) token ids of the whole text
+                 block_size:int,        # N, window length
+                 batch_size:int,        # B, windows per batch
+                 *, n_batches:int,      # batches per epoch: `fit`'s optimiser steps per epoch
+                 seed:int=0,            # with the epoch, chooses the windows
+                ):
+        if len(data) <= block_size:
+            raise ValueError(f"need more than block_size={block_size} tokens, got {len(data)}")
+        if n_batches < 1: raise ValueError(f"n_batches must be >= 1, got {n_batches}")
+        self.data, self.block_size, self.batch_size = data, block_size, batch_size
+        self.n_batches, self.seed, self.epoch, self.start = n_batches, seed, 0, 0
+
+    def generator(self, epoch:int) -> torch.Generator:
+        "The generator that draws epoch `epoch`'s windows: seed in the high bits, epoch in the low"
+        return torch.Generator().manual_seed(self.seed * 2**32 + epoch)
+
+    def set_epoch(self, epoch:int, start:int=0):
+        "Choose the epoch (hence the windows) and the first batch the next iteration yields"
+        self.epoch, self.start = epoch, start
+
+    def __len__(self): return self.n_batches
+
+    def __iter__(self):
+        g = self.generator(self.epoch)
+        for i in range(self.n_batches):           # draw the skipped batches too: same windows
+            batch = get_batch(self.data, self.block_size, self.batch_size, generator=g)
+            if i >= self.start: yield batch
