@@ -52,7 +52,7 @@ def machine_info() -> dict:
     import torch
     sys.path.insert(0, str(ROOT))
     from txbook.core import default_device
-    from txbook.train import amp_dtype
+    from txbook.amp import amp_dtype
     dev = default_device()
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.processor() or "CPU"
     amp = amp_dtype(dev)

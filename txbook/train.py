@@ -14,7 +14,7 @@ import torch
 from torch import nn, Tensor
 from fastprogress.fastprogress import progress_bar
 from .core import eval_mode
-from .losses import accuracy, classification_objective
+from .losses import classification_objective
 from .optim import make_optimizer, warmup_cosine
 from .amp import Precision, autocast, grad_scaler, resolve_precision, scaled_step
 from .checkpoint import load_checkpoint, save_checkpoint
@@ -38,16 +38,11 @@ def _loss_metrics(out) -> tuple[Tensor, dict[str, float]]:
                          f" of shape {tuple(getattr(loss, 'shape', ()))}")
     return loss, {k: float(v) for k, v in metrics.items()}
 
-def _objective(objective:Callable|None, model:nn.Module, label_smoothing:float,
-               loss_fn:Callable|None) -> Callable:
+def _objective(objective:Callable|None, model:nn.Module, label_smoothing:float) -> Callable:
     "The objective to minimise; options that conflict raise, none is ignored"
     if objective is not None and label_smoothing:
         raise ValueError(f"label_smoothing={label_smoothing} is an option of the default "
                          f"objective; a custom objective smooths its own targets")
-    if loss_fn is not None:        # compat (session 8): remove once every caller uses `objective`
-        if objective is not None or label_smoothing:
-            raise ValueError("loss_fn cannot be combined with objective or label_smoothing")
-        return partial(_loss_fn_objective, loss_fn=loss_fn)
     if objective is None: return partial(classification_objective, label_smoothing=label_smoothing)
     if getattr(objective, '__self__', None) is model:
         raise ValueError(f"objective {objective.__name__!r} is a method bound to the model, but "
@@ -81,14 +76,11 @@ def evaluate(model:nn.Module, dl, *,
              objective:Callable|None=None,  # as `fit`'s; default: classification of (x, y)
              device=None,                   # default: the model's
              precision:Precision='auto',
-             loss_fn:Callable|None=None,    # compat (session 8): use `objective`
             ) -> dict[str, float]:          # 'loss' and the objective's metrics
     "Mean loss and metrics of `objective` over `dl` (eval mode); torchrun: each rank takes shards"
     device = device or next(model.parameters()).device
-    objective = _objective(objective, model, 0.0, loss_fn)
-    out = _evaluate(model, dl, objective, device, resolve_precision(precision, device))
-    if 'acc' in out: out['accuracy'] = out['acc']  # compat (session 8): old callers read 'accuracy'
-    return out
+    objective = _objective(objective, model, 0.0)
+    return _evaluate(model, dl, objective, device, resolve_precision(precision, device))
 
 @torch.no_grad()
 def predict(model:nn.Module, x:Tensor, *, batch_size:int=512, device=None,
@@ -203,10 +195,9 @@ def fit(model:nn.Module, train_dl, valid_dl=None, *,
         accum_steps:int=1,              # loader batches per optimiser step (gradient accumulation)
         compile:bool=False,             # torch.compile (skipped, with a message, where it cannot)
         precision:Precision='auto',     # 'auto' (`amp_dtype`), 'fp32', 'bf16', 'fp16' (loss-scaled)
-        loss_fn:Callable|None=None,     # compat (session 8): loss_fn(logits, y); use `objective`
        ) -> dict:   # per step: 'loss', 'lr', metrics; per epoch: 'train_loss', 'valid_acc', ...
     "AdamW, warmup + cosine, clipping, mixed precision for any objective; resumable; data-parallel"
-    objective = _objective(objective, model, label_smoothing, loss_fn)
+    objective = _objective(objective, model, label_smoothing)
     if accum_steps < 1: raise ValueError(f"accum_steps must be >= 1, got {accum_steps}")
     device = setup_distributed(device)                    # under torchrun: join the process group
     amp = resolve_precision(precision, device)            # the one place `precision` is read
@@ -246,17 +237,6 @@ def fit(model:nn.Module, train_dl, valid_dl=None, *,
             if verbose: print(_epoch_line(hist, names, epoch, epochs))
         save()
     return hist
-
-# %% ../nbs/00c_train.ipynb #5a0c103e
-# compat (session 8): remove once every caller uses the new modules
-from .losses import classification_loss, lm_loss
-from .amp import amp_dtype
-
-def _loss_fn_objective(model:nn.Module, batch, *, loss_fn:Callable):
-    "`fit(loss_fn=...)`'s objective: `loss_fn(model(x), y)`, with the accuracy"
-    x, y = batch
-    logits = model(x)
-    return loss_fn(logits, y), {'acc': accuracy(logits, y)}
 
 # %% ../nbs/00c_train.ipynb #a931b853
 def plot_history(history:dict, *, title:str|None=None) -> 'matplotlib.figure.Figure':
