@@ -36,9 +36,9 @@ def warmup_inverse_sqrt(step:int,        # t, the optimiser step (from 0): s = t
 
 # %% ../nbs/00c2_optim.ipynb #95d33a0f
 def make_optimizer(model:nn.Module, *, lr:float, weight_decay:float=0.05,
-                   betas:tuple[float, float]=(0.9, 0.999)) -> torch.optim.AdamW:
+                   betas:tuple[float, float]=(0.9, 0.999), eps:float=1e-8) -> torch.optim.AdamW:
     "AdamW that decays parameters with 2 or more dimensions (weights, embeddings), not biases"
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [{'params': [p for p in params if p.ndim >= 2], 'weight_decay': weight_decay},
               {'params': [p for p in params if p.ndim < 2], 'weight_decay': 0.0}]
-    return torch.optim.AdamW(groups, lr=lr, betas=betas)
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)

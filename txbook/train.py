@@ -38,6 +38,11 @@ def _loss_metrics(out) -> tuple[Tensor, dict[str, float]]:
                          f" of shape {tuple(getattr(loss, 'shape', ()))}")
     return loss, {k: float(v) for k, v in metrics.items()}
 
+def _warmup_cosine(total:int, warmup:float) -> Callable[[int], float]:
+    "fit's default schedule: `warmup` steps (or that fraction of `total` if < 1), then cosine"
+    n_warm = round(warmup * total) if warmup < 1 else int(warmup)
+    return partial(warmup_cosine, total=total, warmup=n_warm)
+
 def _objective(objective:Callable|None, model:nn.Module, label_smoothing:float) -> Callable:
     "The objective to minimise; options that conflict raise, none is ignored"
     if objective is not None and label_smoothing:
@@ -182,7 +187,10 @@ def _epoch_line(hist:dict, names:list[str], epoch:int, epochs:int) -> str:
 def fit(model:nn.Module, train_dl, valid_dl=None, *,
         epochs:int, lr:float=1e-3,
         weight_decay:float=0.05,
-        warmup:float=0.05,              # warmup steps, or a fraction of all steps if < 1
+        warmup:float|None=None,         # warmup steps, or a fraction of all steps if < 1 (0.05)
+        schedule:Callable[[int], float]|None=None, # step t -> factor of lr (default: warmup+cosine)
+        betas:tuple[float, float]=(0.9, 0.999), # AdamW's β₁, β₂
+        eps:float=1e-8,                 # AdamW's ε
         objective:Callable|None=None,   # objective(model, batch) -> loss or (loss, {name: value})
         label_smoothing:float=0.0,      # ε of the default objective (a ValueError with `objective`)
         grad_clip:float|None=1.0,       # max global gradient norm (None: no clipping)
@@ -198,6 +206,9 @@ def fit(model:nn.Module, train_dl, valid_dl=None, *,
        ) -> dict:   # per step: 'loss', 'lr', metrics; per epoch: 'train_loss', 'valid_acc', ...
     "AdamW, warmup + cosine, clipping, mixed precision for any objective; resumable; data-parallel"
     objective = _objective(objective, model, label_smoothing)
+    if schedule is not None and warmup is not None:
+        raise ValueError(f"warmup={warmup} is an option of the default schedule; "
+                         f"a custom schedule sets its own warm-up")
     if accum_steps < 1: raise ValueError(f"accum_steps must be >= 1, got {accum_steps}")
     device = setup_distributed(device)                    # under torchrun: join the process group
     amp = resolve_precision(precision, device)            # the one place `precision` is read
@@ -207,9 +218,8 @@ def fit(model:nn.Module, train_dl, valid_dl=None, *,
     net, ddp = wrap_model(model.to(device).train(), device, compile=compile)
     per_epoch = -(-len(train_dl) // accum_steps)          # optimiser steps per epoch
     total = epochs * per_epoch
-    n_warm = round(warmup * total) if warmup < 1 else int(warmup)
-    opt = make_optimizer(model, lr=lr, weight_decay=weight_decay)
-    factor = lambda t: warmup_cosine(t, total=total, warmup=n_warm)     # η_t / η
+    opt = make_optimizer(model, lr=lr, weight_decay=weight_decay, betas=betas, eps=eps)
+    factor = schedule or _warmup_cosine(total, 0.05 if warmup is None else warmup)  # η_t / η
     sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
     step, hist = 0, {'loss': [], 'lr': [], 'train_loss': [], 'valid_loss': []}
     if checkpoint is not None and Path(checkpoint).exists():
