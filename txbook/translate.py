@@ -8,7 +8,7 @@ Docs: https://txbook.github.io/txbook/nbs/translate.html.md"""
 from __future__ import annotations
 import math, random, re
 from collections import Counter
-from typing import Callable, Literal
+from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
@@ -16,9 +16,10 @@ from .mhsa import KVCache
 from .seq2seq import Transformer
 
 # %% auto #0
-__all__ = ['LANGS', 'Lang', 'SPECIALS', 'number_words', 'held_combo', 'split_numbers', 'pre_tokenize', 'pair_counts',
-           'merge_word', 'learn_merges', 'BPETokenizer', 'pad_batch', 'make_batch', 'translation_loss',
-           'train_translator', 'length_penalty', 'beam_search', 'sequence_scores', 'translate', 'cross_attention']
+__all__ = ['LANGS', 'Lang', 'SPECIALS', 'BATCH_KEYS', 'number_words', 'held_combo', 'split_numbers', 'pre_tokenize',
+           'pair_counts', 'merge_word', 'learn_merges', 'BPETokenizer', 'pad_batch', 'make_batch', 'translation_loss',
+           'PairBatches', 'translation_objective', 'length_penalty', 'beam_search', 'sequence_scores', 'translate',
+           'cross_attention']
 
 # %% ../nbs/10_translate.ipynb #2a68d1c6
 LANGS = ('en', 'de', 'fr')          # the languages the chapter uses (num2words codes)
@@ -176,28 +177,29 @@ def translation_loss(model:Transformer, batch:dict[str, Tensor], *,
                            ignore_index=0, label_smoothing=label_smoothing)  # 0 = PAD
 
 # %% ../nbs/10_translate.ipynb #be5c4ce1
-def train_translator(model:Transformer, tok:BPETokenizer,
-                     pairs:list[tuple[str, str, str]], # (source, target, target language)
-                     *, steps:int,
-                     lr_at:Callable[[int], float], # step t -> learning rate η_t
-                     batch_size:int=64,
-                     label_smoothing:float=0.1,    # ε (Vaswani: 0.1)
-                     seed:int=0) -> list[float]:    # the loss of every step
-    "Adam (β₂ = 0.98, ε = 1e-9, as Vaswani) on random batches, the rate set by `lr_at` each step"
-    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)        # base rate 1: η_t = lr_at(t)
-    rng, dev, losses = random.Random(seed), next(model.parameters()).device, []
-    model.train()
-    for _ in range(steps):
-        batch = make_batch(tok, rng.sample(pairs, min(batch_size, len(pairs))))
-        loss = translation_loss(model, {k: v.to(dev) for k, v in batch.items()},
-                                label_smoothing=label_smoothing)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        sched.step()
-        losses.append(loss.item())
-    return losses
+BATCH_KEYS = ('src', 'src_keep', 'tgt_in', 'tgt_out')               # the order in a batch tuple
+
+class PairBatches:
+    "`steps` batches of `batch_size` random pairs from a seeded `random.Random`: an epoch for `fit`"
+    def __init__(self, tok:BPETokenizer,
+                 pairs:list[tuple[str, str, str]], # (source, target, target language)
+                 *, steps:int, batch_size:int=64, seed:int=0):
+        if steps < 1 or batch_size < 1:
+            raise ValueError(f"steps and batch_size must be >= 1, got {steps} and {batch_size}")
+        self.tok, self.pairs, self.steps, self.batch_size, self.seed = (tok, pairs, steps,
+                                                                       batch_size, seed)
+    def __len__(self) -> int: return self.steps
+    def __iter__(self):                             # tuples in BATCH_KEYS order
+        rng = random.Random(self.seed)
+        for _ in range(self.steps):
+            b = make_batch(self.tok, rng.sample(self.pairs, min(self.batch_size, len(self.pairs))))
+            yield tuple(b[k] for k in BATCH_KEYS)
+
+def translation_objective(model:Transformer, batch:tuple[Tensor, ...], *,
+                          label_smoothing:float=0.1, # ε (Vaswani: 0.1)
+                         ) -> Tensor:
+    "`fit`'s objective on `PairBatches`: `translation_loss` with ε-smoothed targets"
+    return translation_loss(model, dict(zip(BATCH_KEYS, batch)), label_smoothing=label_smoothing)
 
 # %% ../nbs/10_translate.ipynb #07aded8d
 def length_penalty(n:Tensor|int, alpha:float) -> Tensor|float:
