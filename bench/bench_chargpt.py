@@ -7,8 +7,7 @@ betas (0.9, 0.99), weight decay 0.1, gradient clipping at 1) and reports a valid
 This script trains `txbook.gpt.GPT` with that configuration (the defaults of `GPTConfig`) through
 `txbook.train.fit`, the loop the chapter uses, on `txbook.text.Windows` of random windows (an epoch is
 `--eval-every` steps): the same 90/10 split of tinyshakespeare, bf16 autocast on a GPU with bf16 (fp16 with
-loss scaling on older GPUs, float32 on a CPU). Two details differ from nanoGPT's optimiser, because `fit` has
-no option for them: AdamW's beta2 is 0.999 (nanoGPT: 0.99) and the cosine decays to 0 (nanoGPT: to 1e-4).
+loss scaling on older GPUs, float32 on a CPU), nanoGPT's betas and schedule as `fit`'s options.
 The validation loss is the mean over `--eval-iters` random batches of the validation text (the same batches at
 every evaluation), as nanoGPT estimates it; the train loss is the mean of each epoch's training steps (in
 training mode, with dropout), and at the end also an estimate in eval mode on `--eval-iters` training batches.
@@ -18,6 +17,7 @@ usage: python bench/bench_chargpt.py [--steps 5000] [--eval-every 250] [--eval-i
 A smoke test on a CPU: --steps 2 --eval-every 1 --eval-iters 1 --depth 1 --width 32 --context 16
 """
 import argparse, json, time
+from functools import partial
 
 import torch
 from txbook.core import seed_everything
@@ -26,6 +26,7 @@ from txbook.gpt import GPT, GPTConfig
 from txbook.text import CharTokenizer, Windows
 from txbook.train import evaluate, fit
 from txbook.amp import amp_dtype
+from txbook.optim import warmup_cosine
 
 NANOGPT_VAL_LOSS = 1.4697   # nanoGPT's README: shakespeare-char, "best validation loss is 1.4697"
 
@@ -60,9 +61,10 @@ def main():
     t0 = time.perf_counter()
     windows = lambda d, n, seed: Windows(d, a.context, a.batch_size, n_batches=n, seed=seed)
     h = fit(model, windows(train_data, a.eval_every, a.seed), windows(val_data, a.eval_iters, 0),
-            epochs=a.steps // a.eval_every, lr=1e-3, warmup=100 if a.steps > 100 else 0,
-            weight_decay=0.1, objective=GPT.objective, device=device, progress=False,
-            verbose=False)
+            epochs=a.steps // a.eval_every, lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1,
+            schedule=partial(warmup_cosine, total=a.steps, warmup=100 if a.steps > 100 else 0,
+                             min_factor=0.1),                       # 1e-3 down to 1e-4
+            objective=GPT.objective, device=device, progress=False, verbose=False)
     if device.type == 'cuda': torch.cuda.synchronize()
     wall = time.perf_counter() - t0
     train_eval = evaluate(model, windows(train_data, a.eval_iters, 0), objective=GPT.objective,
