@@ -167,7 +167,9 @@ def main(site: Path) -> int:
         check(not re.search(r"^show_doc\(", code, flags=re.M), f"{nb.stem}: show_doc cells show only their output")
         check("Traceback (most recent call last)" not in code, f"{nb.stem}: no traceback")
         figures = re.findall(r'<img[^>]+src="[^"]*_images/[^"]+\.(?:svg|png)"', html)
-        if nb.stem != "00_core":
+        # every page draws at least one real result, except reference pages with nothing to draw: the setup
+        # page, and the checkpoint format and foreign-weights contracts (their checks are exact equalities)
+        if nb.stem not in ("00_core", "00c4_checkpoint", "00d_foreign"):
             check(len(figures) > 0, f"{nb.stem}: figures rendered ({len(figures)} found)")
         if nb.stem[:2].isdigit() and int(nb.stem[:2]) >= 1:
             check('class="math' in html, f"{nb.stem}: typeset equations")
