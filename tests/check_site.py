@@ -165,7 +165,8 @@ def main(site: Path) -> int:
         check("#|" not in code and "#| " not in html, f"{nb.stem}: no nbdev directive shown")
         check("pip install -q txbook" not in code, f"{nb.stem}: hidden setup cell removed")
         check(not re.search(r"^show_doc\(", code, flags=re.M), f"{nb.stem}: show_doc cells show only their output")
-        check("Traceback (most recent call last)" not in code, f"{nb.stem}: no traceback")
+        tb = code.find("Traceback (most recent call last)")
+        check(tb < 0, f"{nb.stem}: no traceback" + (f" (the page shows:\n{code[tb:tb + 3000]})" if tb >= 0 else ""))
         figures = re.findall(r'<img[^>]+src="[^"]*_images/[^"]+\.(?:svg|png)"', html)
         # every page draws at least one real result, except reference pages with nothing to draw: the setup
         # page, and the checkpoint format and foreign-weights contracts (their checks are exact equalities)
