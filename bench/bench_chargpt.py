@@ -16,11 +16,11 @@ usage: python bench/bench_chargpt.py [--steps 5000] [--eval-every 250] [--eval-i
                                      [--device cuda] [--json OUT]
 A smoke test on a CPU: --steps 2 --eval-every 1 --eval-iters 1 --depth 1 --width 32 --context 16
 """
-import argparse, json, time
+import argparse, json
 from functools import partial
 
 import torch
-from txbook.core import seed_everything
+from txbook.core import Stopwatch, seed_everything
 from txbook.data import load_tinyshakespeare
 from txbook.gpt import GPT, GPTConfig
 from txbook.text import CharTokenizer, Windows
@@ -57,16 +57,15 @@ def main():
                     n_heads=6 if a.width % 6 == 0 else 4, d_model=a.width)
     model = GPT(cfg).to(device)
     params = sum(p.numel() for p in model.parameters())
-    if device.type == 'cuda': torch.cuda.synchronize()
-    t0 = time.perf_counter()
     windows = lambda d, n, seed: Windows(d, a.context, a.batch_size, n_batches=n, seed=seed)
-    h = fit(model, windows(train_data, a.eval_every, a.seed), windows(val_data, a.eval_iters, 0),
-            epochs=a.steps // a.eval_every, lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1,
-            schedule=partial(warmup_cosine, total=a.steps, warmup=100 if a.steps > 100 else 0,
-                             min_factor=0.1),                       # 1e-3 down to 1e-4
-            objective=GPT.objective, device=device, progress=False, verbose=False)
-    if device.type == 'cuda': torch.cuda.synchronize()
-    wall = time.perf_counter() - t0
+    with Stopwatch() as sw:                                         # waits for the GPU at both ends
+        h = fit(model, windows(train_data, a.eval_every, a.seed),
+                windows(val_data, a.eval_iters, 0),
+                epochs=a.steps // a.eval_every, lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1,
+                schedule=partial(warmup_cosine, total=a.steps, warmup=100 if a.steps > 100 else 0,
+                                 min_factor=0.1),                   # 1e-3 down to 1e-4
+                objective=GPT.objective, device=device, progress=False, verbose=False)
+    wall = sw.wall
     train_eval = evaluate(model, windows(train_data, a.eval_iters, 0), objective=GPT.objective,
                           device=device)['loss']                   # eval mode, as nanoGPT's
     steps = [a.eval_every * (e + 1) for e in range(len(h['valid_loss']))]

@@ -4,13 +4,16 @@ Greedy decoding from a one-token prompt, random weights, nanoGPT's shakespeare-c
 (6 layers, 6 heads, width 384, context 256). The cached path is `GPT.forward(idx, caches=...)`, the same block
 forward with one `txbook.mhsa.KVCache` per block; past the context window both paths recompute the window of
 the last `block_size` tokens at every step. Both paths must give the same tokens; the script checks it
-(also with `--tokens` larger than the context).
+(also with `--tokens` larger than the context). Each path's time is the wall-clock time of one
+whole generation after a short warm-up, read by `txbook.core.Stopwatch` (it waits for the GPU at
+both ends).
 
 usage: python bench/bench_kvcache.py [--threads 1] [--tokens 255] [--device cpu]
 """
-import argparse, time
+import argparse
 
 import torch
+from txbook.core import Stopwatch
 from txbook.gpt import GPT, GPTConfig
 
 
@@ -26,11 +29,10 @@ def main():
     prompt = torch.zeros(1, 1, dtype=torch.long, device=args.device)
 
     def run(use_cache, k):
-        if args.device.startswith("cuda"): torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        out = m.generate(prompt, k, temperature=0, use_cache=use_cache)
-        if args.device.startswith("cuda"): torch.cuda.synchronize()
-        return time.perf_counter() - t0, out
+        "Wall seconds of one generation of `k` tokens, and its tokens"
+        with Stopwatch() as sw:                                     # waits for the GPU at both ends
+            out = m.generate(prompt, k, temperature=0, use_cache=use_cache)
+        return sw.wall, out
 
     run(True, 4); run(False, 4)  # warm-up
     (t_cache, a), (t_full, b) = run(True, n), run(False, n)

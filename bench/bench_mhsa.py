@@ -9,8 +9,9 @@ weights instead of using the fused kernel. Each measurement is one forward + bac
 input and all parameters; the table reports the median over `reps` runs after `warmup` runs, all in one process,
 with the two modules interleaved run by run so that machine noise hits both alike. The fastest run of each is
 printed too: on a shared machine it is the estimate least disturbed by other work, and so is the median of the
-process CPU time (`time.process_time`, all threads), which other processes on the machine inflate less than
-the wall-clock time. The target of issue 8 is a median ratio <= 0.9 at every N.
+process CPU time (all threads), which other processes on the machine inflate less than the
+wall-clock time. Each run is read by `txbook.core.Stopwatch` (wall-clock and process CPU seconds;
+it waits for the GPU at both ends). The target of issue 8 is a median ratio <= 0.9 at every N.
 
 With --breakdown, each N is also profiled (torch.profiler, a few steps per module) and the self time of every
 operator is sorted into three bins: the attention kernel (`aten::_scaled_dot_product*`, forward and backward,
@@ -19,19 +20,19 @@ additions, autograd bookkeeping). Both modules run the same attention kernel on 
 projection products, so `floor` = (ours' kernel + products) / PyTorch's total is the best ratio any module
 that computes this layer in float32 with these kernels could reach: the one whose "everything else" is zero.
 """
-import argparse, os, statistics, time
+import argparse, os, statistics
 import torch
 from torch import nn
+from txbook.core import Stopwatch
 from txbook.mhsa import mha_from_torch
 
 
 def step(fn, x):
     "One forward + backward; returns (wall seconds, process CPU seconds)"
     x.grad = None
-    t0, c0 = time.perf_counter(), time.process_time()
-    fn(x).sum().backward()
-    if x.is_cuda: torch.cuda.synchronize()
-    return time.perf_counter() - t0, time.process_time() - c0
+    with Stopwatch() as sw:                                 # waits for the GPU at both ends
+        fn(x).sum().backward()
+    return sw.wall, sw.cpu
 
 
 def setup(B, N, D, H, device):

@@ -5,9 +5,10 @@ Both models hold the same weights (`ViT.from_hf`), get the same batch, and are t
 (ours, theirs, ours, theirs, ... with the order alternating every round), so that a busy machine slows both alike.
 The script prints the median time of each and the ratio txbook / Hugging Face (below 1 = txbook is faster).
 A train step is forward + cross-entropy + backward + AdamW step; inference is a forward in eval mode under
-`torch.inference_mode()`. Before timing it checks that both give the same logits. It reports the median
-wall-clock time and the median process CPU time (all threads); on a machine shared with other work the CPU
-time is the steadier of the two.
+`torch.inference_mode()`. Before timing it checks that both give the same logits. Each call is read
+by `txbook.core.Stopwatch` (it waits for the GPU at both ends); the script reports the median
+wall-clock time and the median process CPU time (all threads); on a machine shared with other work
+the CPU time is the steadier of the two.
 
 Default configuration (issue 8): image 32, patch 4, D 192, depth 6, 3 heads, MLP 768, batch 64, 2 CPU threads.
 
@@ -16,13 +17,14 @@ CPU), compiled against compiled, after one untimed call each that compiles them 
 
 usage: python bench/bench_vit_vs_hf.py [--rounds 15] [--threads 2] [--batch 64] [--profile] [--compile]
 """
-import argparse, statistics, time
+import argparse, statistics
 
 import torch
 import torch.nn.functional as F
 from transformers import ViTConfig, ViTForImageClassification
 from transformers.utils import logging as hf_logging
 
+from txbook.core import Stopwatch
 from txbook.vit import ViT
 
 
@@ -58,22 +60,19 @@ def make_infer(model, x):
     return infer
 
 
-def timed(fn, device):
-    "Wall-clock and process CPU seconds of one call"
-    if device.startswith('cuda'): torch.cuda.synchronize()
-    t0, c0 = time.perf_counter(), time.process_time()
-    fn()
-    if device.startswith('cuda'): torch.cuda.synchronize()
-    return time.perf_counter() - t0, time.process_time() - c0
+def timed(fn):
+    "Wall-clock and process CPU seconds of one call (`Stopwatch` waits for the GPU at both ends)"
+    with Stopwatch() as sw: fn()
+    return sw.wall, sw.cpu
 
 
-def interleaved(fa, fb, rounds, device, warmup=3):
+def interleaved(fa, fb, rounds, warmup=3):
     "Median (wall, CPU) seconds of `fa` and of `fb`, run alternately (the order flips every round)"
     for _ in range(warmup): fa(); fb()
     ta, tb = [], []
     for r in range(rounds):
-        if r % 2: tb.append(timed(fb, device)); ta.append(timed(fa, device))
-        else: ta.append(timed(fa, device)); tb.append(timed(fb, device))
+        if r % 2: tb.append(timed(fb)); ta.append(timed(fa))
+        else: ta.append(timed(fa)); tb.append(timed(fb))
     med = lambda ts, i: statistics.median(t[i] for t in ts)
     return (med(ta, 0), med(ta, 1)), (med(tb, 0), med(tb, 1))
 
@@ -95,9 +94,11 @@ def compiled_rows(ours, hf, x, y, args):
         ours.train(mode == 'train'); hf.train(mode == 'train')
         make = (lambda m: make_step(m, x, y)) if mode == 'train' else (lambda m: make_infer(m, x))
         fa, fb = make(c_ours), make(c_hf)
-        t0 = time.perf_counter(); fa(); t1 = time.perf_counter(); fb(); t2 = time.perf_counter()
-        print(f"{name}: compiling took {t1 - t0:.0f} s (txbook), {t2 - t1:.0f} s (Hugging Face)", flush=True)
-        rows.append((name, *interleaved(fa, fb, args.rounds, args.device)))
+        with Stopwatch() as ca: fa()
+        with Stopwatch() as cb: fb()
+        print(f"{name}: compiling took {ca.wall:.0f} s (txbook), {cb.wall:.0f} s (Hugging Face)",
+              flush=True)
+        rows.append((name, *interleaved(fa, fb, args.rounds)))
     return rows
 
 
@@ -126,9 +127,9 @@ def main():
     assert diff < 1e-4, f"the two models disagree: max |logit difference| {diff:.1e}"
 
     rows = []
-    ti_ours, ti_hf = interleaved(make_infer(ours, x), make_infer(hf, x), args.rounds, args.device)
+    ti_ours, ti_hf = interleaved(make_infer(ours, x), make_infer(hf, x), args.rounds)
     ours.train(); hf.train()
-    ts_ours, ts_hf = interleaved(make_step(ours, x, y), make_step(hf, x, y), args.rounds, args.device)
+    ts_ours, ts_hf = interleaved(make_step(ours, x, y), make_step(hf, x, y), args.rounds)
     rows = [('train step (fwd+bwd+AdamW)', ts_ours, ts_hf), ('inference (eval, no grad)', ti_ours, ti_hf)]
     if args.compile: rows += compiled_rows(ours, hf, x, y, args)
     print(f"ViT image {args.img}, patch {args.patch}, D {args.dim}, depth {args.depth}, {args.heads} heads, "

@@ -4,9 +4,10 @@
 Both models are built with the same shape (`txbook.vit.vit_small_patch4_28`'s: 28x28 images, patches of 4,
 D 192, 6 blocks of 6 heads, MLP ratio 2, a CLS token, no dropout) and must have the same number of parameters.
 One step is the same for both: forward under autocast (bf16 by default on a GPU), cross-entropy, backward,
-AdamW (fused on CUDA), zeroing the gradients. Steps are timed in interleaved rounds (ours, timm, ours, ...)
-after warm-up, with the device synchronised around each round; the table gives images/s (median over rounds)
-and ours / timm as time per step (below 1: ours is faster). `--compile` adds both models under torch.compile.
+AdamW (fused on CUDA), zeroing the gradients. Steps are timed in interleaved rounds (ours, timm,
+ours, ...) after warm-up, each round read by `txbook.core.Stopwatch` (it waits for the GPU at both
+ends); the table gives images/s (median over rounds) and ours / timm as time per step (below 1:
+ours is faster). `--compile` adds both models under torch.compile.
 
 timm has no CPU build on the book's machine (it needs torchvision): without timm the script times the book's
 model alone and says so.
@@ -16,11 +17,11 @@ model alone and says so.
     python bench/bench_vit_vs_timm.py --device cpu --batch 8 --steps 2 --rounds 1   # smoke test
 """
 from __future__ import annotations
-import argparse, statistics, time
+import argparse, statistics
 
 import torch
 import torch.nn.functional as F
-from txbook.core import default_device, seed_everything
+from txbook.core import Stopwatch, default_device, seed_everything
 from txbook.amp import autocast
 from txbook.vit import ViT
 
@@ -60,21 +61,16 @@ def make_step(model, device, precision, batch, img, in_chans):
     return step
 
 
-def sync(device):
-    if device.type == 'cuda': torch.cuda.synchronize(device)
-
-
-def time_rounds(steps: dict, device, n_steps, rounds, warmup) -> dict:
+def time_rounds(steps: dict, n_steps, rounds, warmup) -> dict:
     "Median seconds per step of each closure, timed in interleaved rounds"
     for s in steps.values():
         for _ in range(warmup): s()
-    sync(device)
     out = {k: [] for k in steps}
     for _ in range(rounds):
         for k, s in steps.items():
-            sync(device); t0 = time.perf_counter()
-            for _ in range(n_steps): s()
-            sync(device); out[k].append((time.perf_counter() - t0) / n_steps)
+            with Stopwatch() as sw:                     # waits for the GPU at both ends
+                for _ in range(n_steps): s()
+            out[k].append(sw.wall / n_steps)
     return {k: statistics.median(v) for k, v in out.items()}
 
 
@@ -105,7 +101,7 @@ def main():
     if a.compile:
         steps.update({f'{k} compiled': make_step(torch.compile(m), device, a.precision, a.batch, 28, 1)
                       for k, m in models.items()})
-    t = time_rounds(steps, device, a.steps, a.rounds, a.warmup)
+    t = time_rounds(steps, a.steps, a.rounds, a.warmup)
     print('| model | ms/step | images/s |\n|---|---|---|')
     for k, s in t.items():
         print(f"| {k} | {s * 1e3:.2f} | {a.batch / s:,.0f} |")
