@@ -238,8 +238,13 @@ class EfficientAttention(MultiHeadAttention):
                  window:int=64,             # window: keys each query sees
                  seq_len:int|None=None,     # linformer: N, the length E and F are built for
                  k:int=64,                  # linformer: rows of E and F
-                 bias:bool=True, scale:float|None=None):
-        super().__init__(d_model, n_heads, bias=bias, scale=scale)
+                 bias:bool=True, scale:float|None=None,
+                 dropout:float=0.0,         # attention dropout: method 'full' only
+                 rope=None):                # `rope(t, offset)` rotates q and k (GPT(pos='rope'))
+        if dropout and method != 'full':
+            raise ValueError(f"dropout={dropout}: only method='full' drops attention weights, "
+                             f"not {method!r}")
+        super().__init__(d_model, n_heads, bias=bias, scale=scale, dropout=dropout, rope=rope)
         self.method, self.block_size, self.window = method, block_size, window
         Dh = d_model // n_heads
         if method == 'performer':                  # fixed features (the paper may redraw them)
@@ -253,7 +258,9 @@ class EfficientAttention(MultiHeadAttention):
     def attend(self, q:Tensor, k:Tensor, v:Tensor, is_causal:bool) -> Tensor: # (B, H, N, Dh)
         "The attention step alone, on heads (B, H, N, Dh)"
         m, s = self.method, self.scale
-        if m == 'full': return attention(q, k, v, is_causal=is_causal, scale=s)
+        if m == 'full':
+            p = self.dropout if self.training else 0.0
+            return attention(q, k, v, is_causal=is_causal, scale=s, dropout_p=p)
         if m == 'blockwise':
             return blockwise_attention(q, k, v, block_size=self.block_size, is_causal=is_causal,
                                        scale=s)
@@ -272,15 +279,16 @@ class EfficientAttention(MultiHeadAttention):
         raise ValueError(f"unknown method {m!r}; expected one of {Method.__args__}")
 
     def forward(self, x:Tensor, context:Tensor|None=None, *, mask:Tensor|None=None,
-                is_causal:bool=False, rope=None, cache=None, return_weights:bool=False,
+                is_causal:bool=False, cache=None, return_weights:bool=False,
                ) -> Tensor: # (B, N, D)
-        "Project, attend with `method`, merge; refuses what the methods do not support"
-        extra = {'context': context, 'mask': mask, 'rope': rope, 'cache': cache}
+        "Project, (rotate,) attend with `method`, merge; refuses what the methods do not support"
+        extra = {'context': context, 'mask': mask, 'cache': cache}
         used = [name for name, val in extra.items() if val is not None]
         if used or return_weights:
             raise ValueError(f"EfficientAttention supports plain self-attention only; got "
                              f"{used + ['return_weights'] * return_weights}")
         q, k, v = self.project(x)                                      # (B, H, N, Dh)
+        if self.rope is not None: q, k = self.rope(q, 0), self.rope(k, 0)  # positions 0..N-1
         return self.merge(self.attend(q, k, v, is_causal))
 
 # %% ../nbs/09_efficient.ipynb #962c662b
@@ -289,7 +297,8 @@ def swap_attention(model:nn.Module, **kw) -> nn.Module:
     for blk in model.blocks:
         old = blk.attn
         new = EfficientAttention(old.d_model, old.n_heads, bias=old.to_qkv.bias is not None,
-                                 scale=old.scale, **kw).to(old.to_qkv.weight.device)
+                                 scale=old.scale, dropout=old.dropout, rope=old.rope,
+                                 **kw).to(old.to_qkv.weight.device)
         new.load_state_dict(old.state_dict(), strict=False)        # same q, k, v, out weights
         blk.attn = new
     return model
