@@ -52,17 +52,19 @@ __all__ = ['Precision', 'amp_dtype', 'resolve_precision', 'autocast', 'grad_scal
 import warnings
 from torch import nn
 
-def scaled_step(opt:torch.optim.Optimizer, scaler:torch.amp.GradScaler,
-                sched=None,                # a learning-rate schedule to advance, if any
-                *, params=None,            # the parameters whose gradient norm is clipped
+def scaled_step(optimizer:torch.optim.Optimizer, scaler:torch.amp.GradScaler,
+                scheduler=None,            # a learning-rate schedule to advance, if any
+                *, params=None,            # whose gradient norm is clipped (default: optimizer's)
                 grad_clip:float|None=None, # max global gradient norm (None: no clipping)
                ):
     "Finish a step of the loss-scaled loss: unscale, clip, step (skipped on inf/NaN), update S"
-    scaler.unscale_(opt)                                  # g = (S g) / S; no-op unless fp16
-    if grad_clip is not None: nn.utils.clip_grad_norm_(params, grad_clip)
-    scaler.step(opt)                                      # opt.step(), skipped if g has inf/NaN
+    scaler.unscale_(optimizer)                            # g = (S g) / S; no-op unless fp16
+    if grad_clip is not None:
+        if params is None: params = [p for g in optimizer.param_groups for p in g['params']]
+        nn.utils.clip_grad_norm_(params, grad_clip)
+    scaler.step(optimizer)                                # its step(), skipped if g has inf/NaN
     scaler.update()
-    if sched is None: return
+    if scheduler is None: return
     with warnings.catch_warnings():                       # PyTorch warns when the schedule
         warnings.filterwarnings('ignore', message=r'Detected call of `lr_scheduler\.step\(\)`')
-        sched.step()                                      # moves past a skipped step
+        scheduler.step()                                  # moves past a skipped step
