@@ -62,7 +62,9 @@ class LayerNorm(nn.Module):
 def _first_rows(mask, n_out, N, is_causal, cache):
     "The rows of `mask` that the first `n_out` queries read (for `TransformerBlock(n_out=...)`)"
     if is_causal or cache is not None:
-        raise ValueError("n_out works without is_causal and cache (it is for encoders)")
+        given = f"is_causal={is_causal}" + (", a cache" if cache is not None else "")
+        raise ValueError(f"n_out works without is_causal and cache (it is for encoders); "
+                         f"got n_out={n_out} with {given}")
     if not 0 < n_out <= N:
         raise ValueError(f"n_out must be in 1..N = {N}; got {n_out}")
     if mask is None or mask.ndim < 2 or mask.shape[-2] == 1: return mask
@@ -253,7 +255,7 @@ class Decoder(Encoder):
                 caches:list[KVCache]|None=None,    # one `KVCache` per block
                ) -> Tensor:                        # (B, N, D)
         caches = _check_caches(caches, len(self.blocks))
-        for blk, cache in zip(self.blocks, caches):  # the slides assign this to E (see above)
+        for blk, cache in zip(self.blocks, caches):  # x changes, memory stays (see above)
             x = blk(x, memory, mask=mask, memory_mask=memory_mask, is_causal=is_causal,
                     cache=cache)
         return self.norm(x)
