@@ -19,7 +19,8 @@ from .position import LearnedPositionEmbedding, RotaryEmbedding
 from .foreign import take, check_unused, hf_activation
 
 # %% auto #0
-__all__ = ['GPTConfig', 'GPT', 'sample_next', 'gpt2_config', 'gpt2_state_dict']
+__all__ = ['GPTConfig', 'gpt_block', 'GPTCore', 'lm_objective', 'sample_next', 'generate_tokens', 'gpt2_config',
+           'gpt2_state_dict', 'GPT']
 
 # %% ../nbs/05_heads.ipynb #566de080
 @dataclass(frozen=True)
@@ -41,8 +42,23 @@ class GPTConfig:
     pos:Literal['learned', 'rope'] = 'learned'  # a learned position table (GPT-2), or RoPE
                                                 # in every attention (chapter 04)
 
+# %% ../nbs/05_heads.ipynb #b55a872a
+def gpt_block(cfg:GPTConfig, # the model's options
+              l:int,         # the block's index, counting from 0
+             ) -> TransformerBlock:
+    "Block l of a GPT with `cfg`'s options: width, heads, MLP, logit scale, RoPE or none"
+    Dh = cfg.d_model // cfg.n_heads
+    scale = cfg.attn_scale
+    if cfg.scale_by_layer:
+        scale = Dh ** -0.5 if scale is None else scale
+        scale = scale / (l + 1)                       # GPT-2's inverse layer idx
+    rope = RotaryEmbedding(Dh) if cfg.pos == 'rope' else None
+    return TransformerBlock(cfg.d_model, cfg.n_heads, d_mlp=cfg.d_mlp, dropout=cfg.dropout,
+                            activation=cfg.activation, bias=cfg.bias, norm_eps=cfg.norm_eps,
+                            attn_scale=scale, rope=rope)
+
 # %% ../nbs/05_heads.ipynb #299414c5
-class GPT(nn.Module):
+class GPTCore(nn.Module):
     "Decoder-only language model: embeddings, causal pre-norm blocks, final LayerNorm, LM head"
     def __init__(self, cfg:GPTConfig):
         super().__init__()
@@ -53,23 +69,11 @@ class GPT(nn.Module):
         learned = cfg.pos == 'learned'                  # else RoPE: no table, no parameters
         self.pos_emb = LearnedPositionEmbedding(cfg.block_size, cfg.d_model) if learned else None
         self.drop = nn.Dropout(cfg.dropout)
-        self.blocks = nn.ModuleList([self._block(l) for l in range(cfg.depth)])
+        self.blocks = nn.ModuleList([gpt_block(cfg, l) for l in range(cfg.depth)])
         self.norm = LayerNorm(cfg.d_model, eps=cfg.norm_eps)
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)     # (V, D), rows g_w
         if cfg.tie_weights: self.head.weight = self.tok_emb.weight
         self._init_weights()
-
-    def _block(self, l:int) -> TransformerBlock:
-        "Block l (counting from 0) with the config's options"
-        c, Dh = self.cfg, self.cfg.d_model // self.cfg.n_heads
-        scale = c.attn_scale
-        if c.scale_by_layer:
-            scale = Dh ** -0.5 if scale is None else scale
-            scale = scale / (l + 1)                       # GPT-2's inverse layer idx
-        rope = RotaryEmbedding(Dh) if c.pos == 'rope' else None
-        return TransformerBlock(c.d_model, c.n_heads, d_mlp=c.d_mlp, dropout=c.dropout,
-                                activation=c.activation, bias=c.bias, norm_eps=c.norm_eps,
-                                attn_scale=scale, rope=rope)
 
     def _init_weights(self):
         "GPT-2's initialisation: N(0, 0.02), zero biases, residual projections shrunk with depth"
@@ -115,49 +119,13 @@ class GPT(nn.Module):
             x = blk(x, is_causal=True, cache=cache)                         # (B, N, D)
         return self.head(self.norm(x))                                      # (B, N, V)
 
-    @staticmethod
-    def objective(model:GPT, batch:tuple[Tensor, Tensor]) -> Tensor:
-        "`fit`'s objective for `(x, y)` windows: `lm_loss` of `model(x)`, y = x shifted by one"
-        x, y = batch
-        return lm_loss(model(x), y)
-
-    @torch.no_grad()
-    def generate(self, idx:Tensor,            # (B, N) prompt token ids
-                 max_new_tokens:int,          # how many tokens to append
-                 *,
-                 temperature:float=1.0,       # 0 = greedy
-                 top_k:int|None=None,         # sample among the k most likely tokens only
-                 use_cache:bool=True,         # False = recompute the whole window at every step
-                 generator:torch.Generator|None=None,
-                ) -> Tensor:                  # (B, N + max_new_tokens)
-        "Sample tokens one at a time; the model reads the last `block_size` tokens at each step"
-        block_size, caches = self.cfg.block_size, None
-        with eval_mode(self):
-            for _ in range(max_new_tokens):
-                if not use_cache:
-                    logits = self(idx[:, -block_size:])             # (B, N, V), N ≤ block_size
-                elif caches is None or len(caches[0]) == block_size:  # start, or the window
-                    caches = self.new_caches()        # slides: every position changes, so refill
-                    logits = self(idx[:, -block_size:], caches=caches)   # from the whole window
-                else:
-                    logits = self(idx[:, -1:], caches=caches)               # the newest token only
-                nxt = sample_next(logits[:, -1], temperature=temperature, top_k=top_k,
-                                  generator=generator)                      # (B, 1)
-                idx = torch.cat([idx, nxt], dim=1)
-        return idx
-
-    @classmethod
-    def from_hf(cls, hf,           # a `transformers.GPT2LMHeadModel`
-                *,
-                dropout:float=0.0, # of the new model (training only; GPT-2's *_pdrop are not read)
-               ) -> GPT:
-        "A `GPT` with the options and weights (bit-exact, same dtype) of a Hugging Face GPT-2"
-        w = hf.transformer.wte.weight
-        tied = hf.config.tie_word_embeddings and torch.equal(hf.lm_head.weight, w)
-        model = cls(gpt2_config(hf.config, tied=tied, dtype=w.dtype, dropout=dropout))
-        model = model.to(w.device, w.dtype)                 # copy into the same dtype: bit-exact
-        model.load_state_dict(gpt2_state_dict(hf.state_dict(), model.cfg))
-        return model
+# %% ../nbs/05_heads.ipynb #5ba1b64e
+def lm_objective(model:nn.Module,             # maps (B, N) token ids to (B, N, V) logits
+                 batch:tuple[Tensor, Tensor], # (x, y) windows, (B, N) each
+                ) -> Tensor:                  # the mean next-token cross-entropy
+    "`fit`'s objective for `(x, y)` windows: `lm_loss` of `model(x)`, y = x shifted by one"
+    x, y = batch
+    return lm_loss(model(x), y)
 
 # %% ../nbs/05_heads.ipynb #526161ec
 def sample_next(logits:Tensor,             # (B, V) logits of the next token
@@ -175,6 +143,33 @@ def sample_next(logits:Tensor,             # (B, V) logits of the next token
         kth = logits.topk(k, dim=-1).values[:, -1:]                   # (B, 1) k-th largest logit
         logits = logits.masked_fill(logits < kth, float('-inf'))
     return torch.multinomial(logits.softmax(-1), 1, generator=generator)
+
+# %% ../nbs/05_heads.ipynb #471e9a78
+@torch.no_grad()
+def generate_tokens(model:GPTCore,       # a `GPTCore`, or a `GPT` (whose `generate` this is)
+                    idx:Tensor,          # (B, N) prompt token ids
+                    max_new_tokens:int,  # how many tokens to append
+                    *,
+                    temperature:float=1.0, # 0 = greedy
+                    top_k:int|None=None,   # sample among the k most likely tokens only
+                    use_cache:bool=True,   # False = recompute the whole window at every step
+                    generator:torch.Generator|None=None,
+                   ) -> Tensor:            # (B, N + max_new_tokens)
+    "Sample tokens one at a time; the model reads the last `block_size` tokens at each step"
+    block_size, caches = model.cfg.block_size, None
+    with eval_mode(model):
+        for _ in range(max_new_tokens):
+            if not use_cache:
+                logits = model(idx[:, -block_size:])            # (B, N, V), N ≤ block_size
+            elif caches is None or len(caches[0]) == block_size:  # start, or the window
+                caches = model.new_caches()       # slides: every position changes, so refill
+                logits = model(idx[:, -block_size:], caches=caches)  # from the whole window
+            else:
+                logits = model(idx[:, -1:], caches=caches)              # the newest token only
+            nxt = sample_next(logits[:, -1], temperature=temperature, top_k=top_k,
+                              generator=generator)                      # (B, 1)
+            idx = torch.cat([idx, nxt], dim=1)
+    return idx
 
 # %% ../nbs/05_heads.ipynb #a3324c11
 def gpt2_config(c,                        # a `transformers.GPT2Config`
@@ -220,3 +215,22 @@ def gpt2_state_dict(sd:dict[str, Tensor], # a `GPT2LMHeadModel`'s state dict
             ours[f'blocks.{i}.{our}.bias'] = take(sd, f'h.{i}.{their}.bias')
     check_unused(sd, 'GPT.from_hf')
     return ours
+
+# %% ../nbs/05_heads.ipynb #f757d25c
+class GPT(GPTCore):
+    "The book's GPT: `GPTCore` with `fit`'s objective, sampling, and GPT-2's weights"
+    objective = staticmethod(lm_objective)  # fit(model, dl, objective=GPT.objective)
+    generate = generate_tokens              # model.generate(idx, max_new_tokens, ...)
+
+    @classmethod
+    def from_hf(cls, hf,           # a `transformers.GPT2LMHeadModel`
+                *,
+                dropout:float=0.0, # of the new model (training only; GPT-2's *_pdrop are not read)
+               ) -> GPT:
+        "A `GPT` with the options and weights (bit-exact, same dtype) of a Hugging Face GPT-2"
+        w = hf.transformer.wte.weight
+        tied = hf.config.tie_word_embeddings and torch.equal(hf.lm_head.weight, w)
+        model = cls(gpt2_config(hf.config, tied=tied, dtype=w.dtype, dropout=dropout))
+        model = model.to(w.device, w.dtype)                 # copy into the same dtype: bit-exact
+        model.load_state_dict(gpt2_state_dict(hf.state_dict(), model.cfg))
+        return model
