@@ -1,4 +1,4 @@
-"""AdamW with weight decay on the matrices only, gradient clipping, warmup then cosine decay, and the original transformer's inverse-square-root schedule.
+"""AdamW with weight decay on the matrices only, warmup then cosine decay, the original transformer's inverse-square-root schedule, and what gradient clipping does (`amp.scaled_step` applies it).
 
 Docs: https://txbook.github.io/txbook/nbs/optim.html.md"""
 
