@@ -1,4 +1,4 @@
-"""Characters as tokens, random windows of a long text as batches (and as a loader for `fit`), and a loss estimate on held-out text.
+"""Characters as tokens, random windows of a long text as batches (and as a loader for `fit`), and a loss estimate on held-out text; chapter 10's byte-pair encoding is exported here too.
 
 Docs: https://txbook.github.io/txbook/nbs/text.html.md"""
 
@@ -23,6 +23,7 @@ class CharTokenizer:
         self.vocab_size = len(self.chars)
 
     def encode(self, s:str) -> Tensor: # (len(s),) int64 token ids
+        "The ids of the characters of `s`; a character outside the vocabulary raises `ValueError`"
         unknown = sorted(set(s) - self.stoi.keys())
         if unknown:
             raise ValueError(f"{len(unknown)} character(s) not in the {self.vocab_size}-character "
@@ -30,6 +31,7 @@ class CharTokenizer:
         return torch.tensor([self.stoi[c] for c in s], dtype=torch.long)
 
     def decode(self, ids) -> str: # a sequence or 1-D tensor of token ids
+        "The text the ids stand for"
         return ''.join(self.chars[int(i)] for i in ids)
 
 # %% ../nbs/00g_text.ipynb #47a2535e
