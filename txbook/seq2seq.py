@@ -100,14 +100,14 @@ class Transformer(EncoderDecoder):
     "An `EncoderDecoder` that decodes greedily: `generate`"
     @torch.no_grad()
     def generate(self, src:Tensor,  # (B, M) source ids
-                 n_steps:int,       # largest number of tokens to produce
+                 max_new:int,       # largest number of tokens to produce
                  *,
                  bos:int,           # start token id
                  eos:int|None=None, # end token id: a sequence that emitted it is finished
                  pad:int|None=None, # what finished sequences emit (needed with `eos`)
                  src_keep:Tensor|None=None, # (B, M) bool, False = PAD in the source
                  use_cache:bool=True, # reuse the decoder's keys and values (same result, faster)
-                ) -> Tensor:        # (B, n_steps) greedily decoded ids
+                ) -> Tensor:        # (B, max_new) greedily decoded ids
         "Greedy decoding: feed back the most likely token one step at a time, until every `eos`"
         if (eos is None) != (pad is None):
             raise ValueError(f"eos and pad go together: got eos={eos}, pad={pad}")
@@ -116,7 +116,7 @@ class Transformer(EncoderDecoder):
         out = torch.full((B, 1), bos, dtype=torch.long, device=src.device)
         done = torch.zeros(B, dtype=torch.bool, device=src.device)     # (B,) emitted `eos`
         caches = [KVCache() for _ in self.decoder.blocks] if use_cache else None
-        for _ in range(n_steps):
+        for _ in range(max_new):
             new = out[:, -1:] if use_cache else out          # the cache holds the rest
             logits = self.decode(new, memory, caches=caches, src_keep=src_keep)[:, -1]  # (B, V)
             nxt = logits.argmax(-1)                          # (B,)
@@ -126,7 +126,7 @@ class Transformer(EncoderDecoder):
             out = torch.cat([out, nxt[:, None]], dim=1)
             if eos is not None and bool(done.all()): break   # every sequence has ended
         out = out[:, 1:]
-        if out.shape[1] < n_steps:                           # stopped early: fill with PAD
-            out = F.pad(out, (0, n_steps - out.shape[1]), value=pad)
+        if out.shape[1] < max_new:                           # stopped early: fill with PAD
+            out = F.pad(out, (0, max_new - out.shape[1]), value=pad)
         return out
 
