@@ -63,8 +63,13 @@ def load_checkpoint(path:str|Path, model:nn.Module,
                    ) -> dict:                   # {'step': int, 'meta': dict}
     "Load a `save_checkpoint` file into `model` (and `optimizer`, `scheduler`, RNG)"
     with safe_open(str(path), framework='pt') as f:
-        info = json.loads(f.metadata()['txbook'])
+        header = f.metadata() or {}
+        if 'txbook' not in header:
+            raise ValueError(f"{path} is not a `save_checkpoint` file: no 'txbook' metadata")
+        info = json.loads(header['txbook'])
         tensors = {k: f.get_tensor(k) for k in f.keys()}
+    if optimizer is not None and 'param_groups' not in info:
+        raise ValueError(f"{path} holds no optimiser state (it was saved with optimizer=None)")
     model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith('model.')})
     if optimizer is not None:
         state: dict[int, dict] = {}
