@@ -25,8 +25,7 @@ def sinusoidal_encoding(n:int,             # number of positions N
     pos = torch.arange(n, dtype=torch.float64)[:, None]               # (N, 1)
     omega = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (D/2,) ω_i = base^(-2i/D)
     ang = pos * omega                                                  # (N, D/2)
-    pe = torch.stack([ang.sin(), ang.cos()],
-                     dim=-1).flatten(-2)  # interleave: sin, cos, sin, cos, ...
+    pe = torch.stack([ang.sin(), ang.cos()], dim=-1).flatten(-2)   # interleave: sin, cos, ...
     return pe.float()
 
 # %% ../nbs/04_position.ipynb #b2c52da4
@@ -81,18 +80,15 @@ def relative_position_index(window:int|tuple[int, int], # N for a sequence, (h, 
 class RelativePositionBias(nn.Module):
     "A learned bias per head and offset (1-D or 2-D); `forward()` is the (H, N, N) logit bias"
     def __init__(self,
-                 # N for a sequence, (h, w) for a row-major grid of N = h*w tokens
-                 window:int|tuple[int,
-                                  int],
+                 window:int|tuple[int, int], # N for a sequence, (h, w) for a row-major grid
                  n_heads:int,                # H: every head has its own table
                 ):
         super().__init__()
         h, w = (1, window) if isinstance(window, int) else window
         self.window, self.n_heads = window, n_heads
-        self.table = nn.Parameter(torch.randn((2 * h - 1) * (2 * w - 1),
-                                              n_heads) * 0.02)  # (offsets, H)
-        self.register_buffer('index', relative_position_index(window),
-                             persistent=False)  # (N, N)
+        n_offsets = (2 * h - 1) * (2 * w - 1)
+        self.table = nn.Parameter(torch.randn(n_offsets, n_heads) * 0.02)          # (offsets, H)
+        self.register_buffer('index', relative_position_index(window), persistent=False)  # (N, N)
 
     def forward(self) -> Tensor: # (H, N, N)
         return self.table[self.index].permute(2, 0, 1)
@@ -108,11 +104,9 @@ def apply_rope(x:Tensor,                    # (..., N, Dh) queries or keys, Dh e
     if Dh % 2: raise ValueError(f"apply_rope needs an even width, got Dh={Dh}")
     if positions is None: positions = torch.arange(N, device=x.device)
     omega = base ** (-torch.arange(0, Dh, 2, device=x.device, dtype=torch.float32) / Dh)  # (Dh/2,)
-    ang = positions.to(torch.float32)[...,
-                                      None] * omega  # (..., N, Dh/2)
+    ang = positions.to(torch.float32)[..., None] * omega                    # (..., N, Dh/2)
     cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
-    x1, x2 = x[..., 0::2], x[...,
-                             1::2]  # (..., N, Dh/2) pairs
+    x1, x2 = x[..., 0::2], x[..., 1::2]                                     # (..., N, Dh/2) pairs
     return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
 
 # %% ../nbs/04_position.ipynb #15630ebe
