@@ -90,14 +90,15 @@ def evaluate(model:nn.Module, dl, *,
 @torch.no_grad()
 def predict(model:nn.Module, x:Tensor, *, batch_size:int=512, device=None,
             precision:Precision='auto') -> Tensor:
-    "Outputs of `model` for every row of `x`, computed in batches in eval mode, returned on the CPU"
+    "`model`'s outputs for the rows of `x`, in batches, in eval mode, on the CPU; 16-bit as float32"
     device = device or next(model.parameters()).device
     amp = resolve_precision(precision, device)
     out = []
     with eval_mode(model):
         for i in range(0, len(x), batch_size):
             with autocast(device, amp):
-                out.append(model(x[i:i + batch_size].to(device)).float().cpu())
+                y = model(x[i:i + batch_size].to(device))
+            out.append((y.float() if amp else y).cpu())   # autocast's bf16/fp16 -> float32
     return torch.cat(out)
 
 # %% ../nbs/00c_train.ipynb #3ad316ef
@@ -107,7 +108,7 @@ def _groups(batches, k:int):
     while group := list(itertools.islice(it, k)): yield group
 
 def _step_grads(net:nn.Module,           # the model as trained: plain, DDP-wrapped and/or compiled
-                ddp:nn.Module|None,            # the DDP wrapper, if any
+                ddp:nn.Module|None,      # the DDP wrapper, if any
                 group:list,              # the micro-batches of one step, global batches
                 objective:Callable, device:torch.device, rank:int, world:int,
                 amp:torch.dtype|None, scaler:torch.amp.GradScaler,  # disabled unless fp16
