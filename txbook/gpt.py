@@ -1,4 +1,4 @@
-"""From representations to predictions: a character GPT trained on Shakespeare, with learned positions or RoPE, that also runs GPT-2's weights.
+"""A character GPT trained on Shakespeare, with learned positions or RoPE, that also runs GPT-2's weights.
 
 Docs: https://txbook.github.io/txbook/nbs/heads.html.md"""
 

@@ -1,4 +1,4 @@
-"""Teach a ViT where its patches are: absolute and relative position labels as an auxiliary loss, the shortcut a position embedding offers, and the paper's Table 1 put to the test on a CPU.
+"""Teach a ViT where its patches are: absolute and relative position labels as an auxiliary loss, and the shortcut a position embedding offers.
 
 Docs: https://txbook.github.io/txbook/nbs/poslabels.html.md"""
 
