@@ -12,13 +12,16 @@ import torch.nn.functional as F
 from torch import Tensor
 
 # %% auto #0
-__all__ = ['attention_weights', 'attention', 'causal_mask']
+__all__ = ['check_qkv', 'kv_groups', 'check_mask', 'attention_weights', 'attention', 'causal_mask']
 
 # %% ../nbs/01_attention.ipynb #529265a1
 def _shape(t): return tuple(t.shape)
 
-def _check_qkv(q, k, v=None):
-    "Raise a ValueError naming shapes/dtypes unless q (..., N, Dh), k (..., M, Dh), v (..., M, Dv)"
+def check_qkv(q:Tensor,           # (..., N, Dh) queries
+              k:Tensor,           # (..., M, Dh) keys
+              v:Tensor|None=None, # (..., M, Dv) values, the same leading dims as k
+             ) -> None:
+    "Raise a ValueError naming shapes/dtypes unless q, k, v are floats of one dtype and shapes fit"
     ts = [('q', q), ('k', k)] + ([] if v is None else [('v', v)])
     for name, t in ts:
         if not isinstance(t, Tensor) or not t.is_floating_point():
@@ -36,8 +39,10 @@ def _check_qkv(q, k, v=None):
         raise ValueError(f"k and v must have the same leading dims and number of tokens M: "
                          f"k {_shape(k)} vs v {_shape(v)}")
 
-def _kv_groups(q, k) -> int:
-    "How many query heads share one key head: 1, or H_q / H_kv for grouped-query attention"
+def kv_groups(q:Tensor, # (..., H_q, N, Dh) queries
+              k:Tensor, # (..., H_kv, M, Dh) keys: H_kv = H_q, 1, or a divisor of H_q
+             ) -> int:  # query heads per key head: H_q / H_kv, or 1
+    "How many query heads share one key head (grouped-query attention); a ValueError if none fits"
     if q.ndim < 3 or k.ndim < 3: return 1
     hq, hk = q.shape[-3], k.shape[-3]
     if hq == hk or hk == 1: return 1
@@ -46,11 +51,14 @@ def _kv_groups(q, k) -> int:
                          f"q {_shape(q)} has {hq}, k {_shape(k)} has {hk}")
     return hq // hk
 
-def _full_mask(q, k, mask, is_causal, *, offset=0) -> Tensor|None:
-    "Check `mask` against the scores (..., N, M) once, and add the causal rule at `offset`"
+def check_mask(q:Tensor,              # (..., N, Dh) queries
+               k:Tensor,              # (..., M, Dh) keys (may have fewer heads: GQA)
+               mask:Tensor|None=None, # bool (True = may attend) or float (added to the logits)
+              ) -> torch.Size:        # the shape of the scores, (..., N, M)
+    "The scores' shape; a ValueError unless q, k broadcast and `mask` is a bool/float that fits it"
     N, M = q.shape[-2], k.shape[-2]
     kl = list(k.shape[:-2])
-    if _kv_groups(q, k) > 1: kl[-1] = q.shape[-3]
+    if kv_groups(q, k) > 1: kl[-1] = q.shape[-3]
     try: scores_shape = torch.broadcast_shapes(q.shape[:-2], torch.Size(kl)) + (N, M)
     except RuntimeError:
         raise ValueError(f"leading (batch/head) dims of q {_shape(q)} and k {_shape(k)} "
@@ -65,10 +73,16 @@ def _full_mask(q, k, mask, is_causal, *, offset=0) -> Tensor|None:
         if not ok:
             raise ValueError(f"mask of shape {_shape(mask)} cannot broadcast to the attention "
                              f"scores {tuple(scores_shape)} (…, N={N}, M={M})")
+    return scores_shape
+
+def _scores_mask(q, k, mask, is_causal, *, offset=0) -> Tensor|None:
+    "`mask` after `check_mask`, with the causal rule at `offset` folded in; None if neither"
+    M = k.shape[-2]
+    check_mask(q, k, mask)
     if not isinstance(offset, int) or offset < 0:
         raise ValueError(f"offset must be an int >= 0 (the number of cached keys), got {offset!r}")
     if is_causal and offset + 1 < M:            # else even query 0 sees every key: no mask
-        mask = _and_mask(mask, causal_mask(N, M, device=q.device, offset=offset))
+        mask = _and_mask(mask, causal_mask(q.shape[-2], M, device=q.device, offset=offset))
     return mask
 
 def _and_mask(mask:Tensor|None, keep:Tensor) -> Tensor:
@@ -81,7 +95,7 @@ def _and_mask(mask:Tensor|None, keep:Tensor) -> Tensor:
 def _weights(q, k, mask, scale) -> Tensor:
     "Softmax of the scaled, masked logits, computed in at least float32; fully masked rows are 0"
     acc = torch.promote_types(q.dtype, torch.float32)              # bf16/fp16 -> float32
-    g = _kv_groups(q, k)
+    g = kv_groups(q, k)
     if g > 1: k = k.repeat_interleave(g, dim=-3)                   # grouped-query attention
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
     logits = (q.to(acc) @ k.to(acc).transpose(-2, -1)) * scale     # (..., N, M)
@@ -102,8 +116,8 @@ def attention_weights(q:Tensor,              # (..., N, Dh) queries
                       scale:float|None=None, # logit scale, default 1/√Dh
                      ) -> Tensor:            # (..., N, M); rows sum to one, fully masked rows are 0
     "Attention weights `softmax(q kᵀ · scale + mask)`; rows are Turner's columns of A"
-    _check_qkv(q, k)
-    return _weights(q, k, _full_mask(q, k, mask, is_causal, offset=offset), scale).to(q.dtype)
+    check_qkv(q, k)
+    return _weights(q, k, _scores_mask(q, k, mask, is_causal, offset=offset), scale).to(q.dtype)
 
 # %% ../nbs/01_attention.ipynb #c91595f1
 def attention(q:Tensor,              # (..., N, Dh) queries
@@ -118,11 +132,11 @@ def attention(q:Tensor,              # (..., N, Dh) queries
               fused:bool=True,       # `F.scaled_dot_product_attention`; False = teaching path
              ) -> Tensor:            # (..., N, Dv)
     "Scaled dot-product attention `softmax(q kᵀ/√Dh + mask) v`; fully masked query rows give zeros"
-    _check_qkv(q, k, v)
+    check_qkv(q, k, v)
     if not 0.0 <= dropout_p < 1.0: raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
     kernel_causal = fused and is_causal and mask is None and offset == 0   # SDPA: top-left
-    mask = _full_mask(q, k, mask, is_causal and not kernel_causal, offset=offset)  # checked once
-    g = _kv_groups(q, k)
+    mask = _scores_mask(q, k, mask, is_causal and not kernel_causal, offset=offset)  # checked once
+    g = kv_groups(q, k)
     if g > 1: k, v = k.repeat_interleave(g, dim=-3), v.repeat_interleave(g, dim=-3)
     if not fused:                                   # the teaching path, in ≥ float32
         w = _weights(q, k, mask, scale)             # (..., N, M)

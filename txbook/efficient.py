@@ -11,7 +11,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
-from .attention import attention, causal_mask, _check_qkv, _full_mask, _kv_groups
+from .attention import attention, causal_mask, check_qkv, check_mask, kv_groups
 from .mhsa import MultiHeadAttention
 
 # %% auto #0
@@ -45,9 +45,9 @@ def blockwise_attention(q:Tensor,              # (..., N, Dh) queries
     "Exact attention one block of keys at a time, with an online softmax (no N×M matrix)"
     if not (isinstance(block_size, int) and block_size >= 1):
         raise ValueError(f"block_size must be an integer >= 1, got {block_size}")
-    _check_qkv(q, k, v)
-    _full_mask(q, k, mask, False)                           # shape checks only
-    g = _kv_groups(q, k)
+    check_qkv(q, k, v)
+    check_mask(q, k, mask)                                  # chapter 1's checks, same messages
+    g = kv_groups(q, k)
     if g > 1: k, v = k.repeat_interleave(g, dim=-3), v.repeat_interleave(g, dim=-3)
     acc = torch.promote_types(q.dtype, torch.float32)       # accumulate in >= float32
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale

@@ -82,8 +82,10 @@ class MultiHeadAttention(nn.Module):
         "Project to heads, (rotate,) append to the cache, attend in every head at once, merge"
         q, k, v = self.project(x, context)                      # (B, H, N|M, Dh)
         if cache is not None and context is not None:
-            raise ValueError("cache is for self-attention; cross-attention's keys and values "
-                             "come from `context`, recompute them or keep them yourself")
+            raise ValueError(f"cache is for self-attention; got a context of shape "
+                             f"{tuple(context.shape)} with a cache of {len(cache)} positions. "
+                             "Cross-attention's keys and values come from `context`: "
+                             "recompute them or keep them yourself")
         T = 0 if cache is None else len(cache)                  # positions before this call
         if self.rope is not None:
             q, k = self.rope(q, T), self.rope(k, T)             # absolute positions T..T+N-1
