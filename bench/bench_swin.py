@@ -24,9 +24,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from txbook.core import seed_everything, torch_threads, default_device, time_it, Stopwatch
 from txbook.data import load_mnist, normalise, TensorLoader
 from txbook.train import fit
-from txbook.losses import classification_objective
 from txbook.vit import ViT
-from txbook.swin import Swin
+from txbook.swin import Swin, PositionLabelSwin   # the chapter's class, not a copy
 from txbook.poslabels import APLHead, RPLHead
 
 
@@ -74,25 +73,6 @@ def cost(args):
         last = math.log(rs[-1]['s'] / rs[-2]['s']) / math.log(rs[-1]['N'] / rs[-2]['N'])
         print(f"{name}: exponent of FLOPs {fit_('flops'):.2f}, of attention FLOPs {fit_('attn'):.2f}, of time "
               f"{fit_('s'):.2f} (last step {last:.2f})")
-
-
-class PositionLabelSwin(nn.Module):
-    "Swin + a position-label head on the last stage's tokens; loss = CE (label smoothing 0.1) + λ · position loss"
-    def __init__(self, swin: Swin, head: nn.Module, lam: float = 0.5):
-        super().__init__()
-        self.swin, self.head, self.lam = swin, head, lam
-
-    def forward(self, x: Tensor) -> Tensor:
-        feats = self.swin.forward_features(x)
-        self.pred = self.head(feats)                       # position predictions, read by `objective`
-        return self.swin.forward_head(feats)
-
-    @staticmethod
-    def objective(model: nn.Module, batch) -> tuple[Tensor, dict]:
-        "`fit`'s objective: CE (label smoothing 0.1, via model(x)) + λ · position loss; the accuracy"
-        loss, metrics = classification_objective(model, batch, label_smoothing=0.1)
-        m = getattr(model, 'module', model)                # the model itself under DDP
-        return loss + m.lam * m.head.loss(m.pred), metrics
 
 
 def ablation(args):

@@ -19,7 +19,7 @@ from .foreign import load_into, swin_hf_options, swin_hf_state_dict  # the last 
 
 # %% auto #0
 __all__ = ['window_partition', 'window_reverse', 'shift_regions', 'shifted_window_mask', 'WindowAttention', 'DropPath',
-           'SwinBlock', 'PatchMerging', 'swin_grids', 'SwinStage', 'SwinBackbone', 'Swin']
+           'SwinBlock', 'PatchMerging', 'swin_grids', 'SwinStage', 'SwinBackbone', 'Swin', 'PositionLabelSwin']
 
 # %% ../nbs/08_swin.ipynb #23b7c9bb
 def window_partition(x:Tensor,    # (B, h, w, D) feature map, h and w multiples of `window`
@@ -349,3 +349,44 @@ class Swin(SwinBackbone):
         m = cls(**swin_hf_options(c))
         state = swin_hf_state_dict(model.state_dict(), c)
         return load_into(m, state, like=next(model.parameters()))
+
+# %% ../nbs/08_swin.ipynb #70c403b2
+from .losses import accuracy, classification_loss
+from .poslabels import APLHead, RPLHead
+
+class PositionLabelSwin(nn.Module):
+    "A Swin with a position-label head on its last stage's tokens; loss = CE + λ · position loss"
+    def __init__(self, swin:Swin,                  # the classifier
+                 head:APLHead|RPLHead,             # chapter 7's head, for the last stage's grid
+                 *, lam:float=0.5,                 # λ, weight of the position loss (code: 0.5)
+                 label_smoothing:float=0.1,        # ε of the cross-entropy (Swin's recipe: 0.1)
+                ):
+        super().__init__()
+        gh, gw = swin.stage_grids(swin.grid)[-1]
+        if tuple(head.grid) != (gh, gw):
+            raise ValueError(f"the head's labels are for a {head.grid[0]}x{head.grid[1]} grid, "
+                             f"the Swin's last stage makes a {gh}x{gw} grid")
+        self.swin, self.head, self.lam = swin, head, lam
+        self.label_smoothing = label_smoothing
+
+    def forward(self, x:Tensor,                    # (B, C, I_h, I_w) images
+                *, return_positions:bool=False,    # also return the head's position predictions
+               ):                                  # (B, K) logits [, the head's predictions]
+        feats = self.swin.forward_features(x)      # (B, N_last, D_last): the last stage's tokens
+        logits = self.swin.forward_head(feats)     # (B, K)
+        if not return_positions: return logits
+        return logits, self.head(feats)            # (B, N, 2), (B, N, N, 2) or class scores
+
+    @staticmethod
+    def objective(model:nn.Module,                 # the model, or fit's DDP/compiled wrapper of it
+                  batch:tuple[Tensor, Tensor],     # (images, labels)
+                 ) -> tuple[Tensor, dict[str, float]]:
+        "`fit`'s objective: CE (smoothed) + λ · position loss; logs accuracy and position loss"
+        x, y = batch
+        logits, pred = model(x, return_positions=True)      # through the wrapper, for DDP
+        core = getattr(model, 'module', model)               # the PositionLabelSwin itself
+        pos = core.head.loss(pred)
+        ce = classification_loss(logits, y, label_smoothing=core.label_smoothing)
+        loss = ce + core.lam * pos
+        return loss, {'acc': accuracy(logits, y), 'position': pos.item()}
+
