@@ -75,6 +75,7 @@ def check_mask(q:Tensor,              # (..., N, Dh) queries
                              f"scores {tuple(scores_shape)} (…, N={N}, M={M})")
     return scores_shape
 
+# %% ../nbs/01_attention.ipynb #c53d3702
 def _scores_mask(q, k, mask, is_causal, *, offset=0) -> Tensor|None:
     "`mask` after `check_mask`, with the causal rule at `offset` folded in; None if neither"
     M = k.shape[-2]
