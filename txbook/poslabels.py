@@ -155,6 +155,7 @@ class PositionLabelViT(nn.Module):
                  *, apl:APLHead|None=None,        # absolute position labels
                  rpl:RPLHead|None=None,           # relative position labels
                  lam:float=0.5,                   # λ, weight of the position loss (code: 0.5)
+                 label_smoothing:float=0.0,       # ε of the cross-entropy (0: the plain loss)
                 ):
         super().__init__()
         for name, head in (('apl', apl), ('rpl', rpl)):
@@ -162,6 +163,7 @@ class PositionLabelViT(nn.Module):
                 raise ValueError(f"{name} labels are for a {head.grid[0]}x{head.grid[1]} grid, "
                                  f"the ViT makes a {vit.grid[0]}x{vit.grid[1]} grid")
         self.vit, self.apl, self.rpl, self.lam = vit, apl, rpl, lam
+        self.label_smoothing = label_smoothing
 
     def forward(self, x:Tensor,                   # (B, C, I_h, I_w) images
                 *, return_positions:bool=False,   # also return the position predictions
@@ -180,7 +182,8 @@ class PositionLabelViT(nn.Module):
 
     def loss(self, logits:Tensor, positions:dict[str, Tensor], y:Tensor) -> Tensor:
         "Joint loss of one call: cross-entropy + λ · position loss"
-        return classification_loss(logits, y) + self.lam * self.position_loss(positions)
+        ce = classification_loss(logits, y, label_smoothing=self.label_smoothing)
+        return ce + self.lam * self.position_loss(positions)
 
     @staticmethod
     def objective(model:nn.Module,               # the model, or fit's DDP/compiled wrapper of it
@@ -189,7 +192,8 @@ class PositionLabelViT(nn.Module):
         "`fit`'s objective: the joint loss; logs the accuracy and the position loss"
         x, y = batch
         logits, positions = model(x, return_positions=True)   # through the wrapper, for DDP
-        core = getattr(model, 'module', model)                 # the PositionLabelViT itself
+        core = getattr(model, 'module', model)                 # the model itself (no wrapper)
         pos = core.position_loss(positions)
-        loss = classification_loss(logits, y) + core.lam * pos
+        ce = classification_loss(logits, y, label_smoothing=core.label_smoothing)
+        loss = ce + core.lam * pos
         return loss, {'acc': accuracy(logits, y), 'position': pos.item()}

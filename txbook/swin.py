@@ -351,8 +351,7 @@ class Swin(SwinBackbone):
         return load_into(m, state, like=next(model.parameters()))
 
 # %% ../nbs/08_swin.ipynb #70c403b2
-from .losses import accuracy, classification_loss
-from .poslabels import APLHead, RPLHead
+from .poslabels import APLHead, RPLHead, PositionLabelViT
 
 class PositionLabelSwin(nn.Module):
     "A Swin with a position-label head on its last stage's tokens; loss = CE + λ · position loss"
@@ -377,16 +376,9 @@ class PositionLabelSwin(nn.Module):
         if not return_positions: return logits
         return logits, self.head(feats)            # (B, N, 2), (B, N, N, 2) or class scores
 
-    @staticmethod
-    def objective(model:nn.Module,                 # the model, or fit's DDP/compiled wrapper of it
-                  batch:tuple[Tensor, Tensor],     # (images, labels)
-                 ) -> tuple[Tensor, dict[str, float]]:
-        "`fit`'s objective: CE (smoothed) + λ · position loss; logs accuracy and position loss"
-        x, y = batch
-        logits, pred = model(x, return_positions=True)      # through the wrapper, for DDP
-        core = getattr(model, 'module', model)               # the PositionLabelSwin itself
-        pos = core.head.loss(pred)
-        ce = classification_loss(logits, y, label_smoothing=core.label_smoothing)
-        loss = ce + core.lam * pos
-        return loss, {'acc': accuracy(logits, y), 'position': pos.item()}
+    def position_loss(self, pred:Tensor) -> Tensor:   # the head's predictions -> scalar
+        "The head's position loss (chapter 7's `PositionLabelViT.position_loss`, one head)"
+        return self.head.loss(pred)
+
+    objective = staticmethod(PositionLabelViT.objective)   # chapter 7's: CE + λ · position loss
 
