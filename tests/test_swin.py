@@ -1,4 +1,5 @@
-"""Property and parity tests for `txbook.swin` (chapter 08), beyond the chapter's own checks.
+"""Property and parity tests for `txbook.windows` and `txbook.swin` (chapter 08, both pages), beyond the chapters'
+own checks.
 
 - window_partition / window_reverse: exact inverses, and equal to an explicit `unfold` on random shapes;
 - shifted_window_mask: allows exactly the pairs whose offset survives the cyclic roll (computed here from
@@ -14,7 +15,8 @@ import torch
 from hypothesis import given, settings, strategies as st, HealthCheck
 
 from txbook.foreign import pair
-from txbook.swin import window_partition, window_reverse, shifted_window_mask, SwinBlock, Swin
+from txbook.windows import window_partition, window_reverse, shifted_window_mask, SwinBlock
+from txbook.swin import Swin
 
 torch.set_num_threads(1)
 FAST = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])

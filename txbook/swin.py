@@ -1,4 +1,4 @@
-"""Self-attention restricted to local windows, windows shifted in alternate blocks, a relative position bias and patch merging: the Swin Transformer built on the book's attention, matched to Hugging Face's, its linear cost measured, and the slides' ablations rerun on a CPU.
+"""Patch merging and stages of the previous page's shifted-window blocks: the Swin Transformer assembled, matched to Hugging Face's, its linear cost measured against the ViT, and the slides' ablations and the position-label table rerun on a CPU.
 
 Docs: https://txbook.github.io/txbook/nbs/swin.html.md"""
 
@@ -11,185 +11,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from einops import rearrange
-from .mhsa import MultiHeadAttention
-from .blocks import MLP, Activation
-from .position import RelativePositionBias
+from .blocks import Activation
+from .windows import SwinBlock                   # the previous page's shifted-window block
 from .vit import PatchEmbedding, image_grid, patch_grid
 from .foreign import load_into, swin_hf_options, swin_hf_state_dict  # the last two: below
 
 # %% auto #0
-__all__ = ['window_partition', 'window_reverse', 'shift_regions', 'shifted_window_mask', 'WindowAttention', 'DropPath',
-           'SwinBlock', 'PatchMerging', 'swin_grids', 'SwinStage', 'SwinBackbone', 'Swin', 'PositionLabelSwin']
-
-# %% ../nbs/08_swin.ipynb #23b7c9bb
-def window_partition(x:Tensor,    # (B, h, w, D) feature map, h and w multiples of `window`
-                     window:int,  # G, the window side
-                    ) -> Tensor:  # (B·nW, G², D): windows and their tokens in row-major order
-    "Cut a feature map into non-overlapping G×G windows, each a sequence of G² tokens"
-    if x.ndim != 4:
-        raise ValueError(f"expected a feature map (B, h, w, D), got shape {tuple(x.shape)}")
-    B, h, w, D = x.shape
-    if h % window or w % window:
-        raise ValueError(f"feature map {h}x{w} is not divisible by window {window}")
-    return rearrange(x, 'b (nh m1) (nw m2) d -> (b nh nw) (m1 m2) d', m1=window, m2=window)
-
-def window_reverse(windows:Tensor, # (B·nW, G², D) from `window_partition`
-                   window:int,     # G
-                   H:int,          # h, rows of the token grid
-                   W:int,          # w, columns of the token grid
-                  ) -> Tensor:     # (B, h, w, D)
-    "Put windows back in their places: the inverse of `window_partition`"
-    if H % window or W % window:
-        raise ValueError(f"feature map {H}x{W} is not divisible by window {window}")
-    nW = (H // window) * (W // window)
-    if windows.ndim != 3 or windows.shape[1] != window * window or windows.shape[0] % nW:
-        raise ValueError(f"windows of shape {tuple(windows.shape)} are not "
-                         f"(B·{nW}, {window * window}, D) for a {H}x{W} grid cut into "
-                         f"{window}x{window} windows")
-    return rearrange(windows, '(b nh nw) (m1 m2) d -> b (nh m1) (nw m2) d',
-                     nh=H // window, nw=W // window, m1=window)
-
-# %% ../nbs/08_swin.ipynb #12033c50
-def shift_regions(H:int, W:int,  # h, w: the token grid
-                  window:int,    # G
-                  shift:int,     # s, the roll is by -s
-                 ) -> Tensor:    # (h, w) long, region labels 0..8
-    "Region labels of a grid rolled by -s: 3·(row band) + (column band), bands split at a-G, a-s"
-    rows = torch.arange(H)
-    cols = torch.arange(W)
-    band_r = (rows >= H - window).long() + (rows >= H - shift).long()    # (h,) 0, 1 or 2
-    band_c = (cols >= W - window).long() + (cols >= W - shift).long()    # (w,)
-    return band_r[:, None] * 3 + band_c[None, :]
-
-def shifted_window_mask(H:int, W:int, # h, w: the token grid, multiples of `window`
-                        window:int,   # G
-                        shift:int,    # s: the grid is rolled by -s along both axes, then cut
-                       ) -> Tensor:   # (nW, G², G²) bool, True = may attend
-    "Which tokens of each window may attend to which after the cyclic shift: the same region's"
-    if not 0 <= shift < window:
-        raise ValueError(f"shift {shift} must be in 0..{window - 1} (window {window})")
-    if H % window or W % window:
-        raise ValueError(f"feature map {H}x{W} is not divisible by window {window}")
-    nW, N = (H // window) * (W // window), window * window
-    if shift == 0: return torch.ones(nW, N, N, dtype=torch.bool)
-    labels = shift_regions(H, W, window, shift)                          # (h, w)
-    lw = window_partition(labels[None, :, :, None], window)[..., 0]  # (nW, G²) labels per window
-    return lw[:, :, None] == lw[:, None, :]                              # (nW, G², G²)
-
-# %% ../nbs/08_swin.ipynb #76857ebc
-class WindowAttention(nn.Module):
-    "Multi-head self-attention inside each window, plus a learned bias per head and relative offset"
-    def __init__(self, d_model:int,  # D
-                 n_heads:int,        # H
-                 window:int,         # G, a window holds G² tokens
-                 *,
-                 qkv_bias:bool=True,      # bias of the query/key/value projection (not of `to_out`)
-                 rel_pos:bool=True,       # the relative position bias Ψ of eq. 4; False: none
-                 attn_dropout:float=0.0,  # dropout on the attention weights (training only)
-                ):
-        super().__init__()
-        self.d_model, self.n_heads, self.window = d_model, n_heads, window
-        self.attn = MultiHeadAttention(d_model, n_heads, dropout=attn_dropout)   # chapter 2
-        if not qkv_bias: self.attn.to_qkv.register_parameter('bias', None)
-        rel = RelativePositionBias((window, window), n_heads) if rel_pos else None   # chapter 4
-        self.rel_bias = rel
-
-    def bias(self, mask:Tensor|None=None, # (nW, G², G²) bool, True = may attend
-            ) -> Tensor|None:  # (H, G², G²) or (nW, H, G², G²) float, added to the logits
-        "The float bias of eq. (eq-swin-attention): relative position bias Ψ, -inf where masked"
-        b = None if self.rel_bias is None else self.rel_bias()                 # (H, G², G²)
-        if mask is None: return b
-        blocked = torch.zeros(mask.shape, device=mask.device).masked_fill(~mask, float('-inf'))
-        blocked = blocked[:, None]                                              # (nW, 1, G², G²)
-        return blocked if b is None else blocked + b
-
-    def forward(self, x:Tensor,              # (B·nW, G², D) windows from `window_partition`
-                mask:Tensor|None=None,       # (nW, G², G²) bool, True = may attend
-               ) -> Tensor:                  # (B·nW, G², D)
-        BnW, N, D = x.shape
-        if N != self.window ** 2 or D != self.d_model:
-            raise ValueError(f"expected windows (B·nW, {self.window ** 2}, {self.d_model}), "
-                             f"got {tuple(x.shape)}")
-        b = self.bias(mask)
-        if b is not None and b.ndim == 4:  # one bias per window
-            nW = b.shape[0]
-            if BnW % nW:
-                raise ValueError(f"{BnW} windows are not a multiple of the mask's {nW} windows")
-            b = b.expand(BnW // nW, nW, self.n_heads, N, N).reshape(BnW, self.n_heads, N, N)
-        return self.attn(x, mask=None if b is None else b.to(x.dtype))
-
-# %% ../nbs/08_swin.ipynb #75dfc657
-class DropPath(nn.Module):
-    "Stochastic depth: in training, zero a whole residual branch for a random subset of the samples"
-    def __init__(self, p:float=0.0): # probability of dropping the branch of a sample
-        super().__init__()
-        self.p = p
-
-    def forward(self, x:Tensor) -> Tensor:  # (B, ...) -> (B, ...)
-        if self.p == 0.0 or not self.training: return x
-        keep = torch.rand((x.shape[0],) + (1,) * (x.ndim - 1), device=x.device) >= self.p
-        return x * keep.to(x.dtype) / (1 - self.p)
-
-# %% ../nbs/08_swin.ipynb #7e0c3107
-class SwinBlock(nn.Module):
-    "Swin block: pre-norm (shifted) window attention and an MLP, each inside a residual connection"
-    def __init__(self, d_model:int,          # D
-                 n_heads:int,                # H
-                 window:int,                 # G
-                 shift:int,                  # s: 0 for W-MSA, G//2 for SW-MSA
-                 *,
-                 mlp_ratio:float=4.0,        # MLP width int(mlp_ratio · D)
-                 qkv_bias:bool=True,
-                 rel_pos:bool=True,          # relative position bias in the attention
-                 dropout:float=0.0,  # on the attention and MLP outputs (where Hugging Face has it)
-                 attn_dropout:float=0.0,     # on the attention weights
-                 drop_path:float=0.0,        # stochastic depth of both branches
-                 norm_eps:float=1e-5,
-                 activation:Activation='gelu',
-                ):
-        super().__init__()
-        if not 0 <= shift < window:
-            raise ValueError(f"shift {shift} must be in 0..{window - 1} (window {window})")
-        self.window, self.shift = window, shift
-        self._masks = {}       # (h, w, device) -> the shifted-window mask, built once
-        self.norm1 = nn.LayerNorm(d_model, eps=norm_eps)
-        self.attn = WindowAttention(d_model, n_heads, window, qkv_bias=qkv_bias, rel_pos=rel_pos,
-                                    attn_dropout=attn_dropout)
-        self.norm2 = nn.LayerNorm(d_model, eps=norm_eps)
-        self.mlp = MLP(d_model, int(mlp_ratio * d_model), activation=activation)     # chapter 3
-        self.drop, self.drop_path = nn.Dropout(dropout), DropPath(drop_path)
-
-    def window_attention(self, x:Tensor,         # (B, h, w, D) normalised tokens on their grid
-                        ) -> Tensor:             # (B, h, w, D)
-        "Pad to whole windows, roll by -s, attend within windows (masked), undo the roll, crop"
-        B, h, w, D = x.shape
-        G = self.window
-        s = self.shift if min(h, w) > G else 0  # one window spans the grid: no shift
-        x = F.pad(x, (0, 0, 0, -w % G, 0, -h % G))  # zero tokens at the right and bottom
-        hp, wp = x.shape[1:3]
-        if s: x = torch.roll(x, shifts=(-s, -s), dims=(1, 2))
-        mask = None
-        if s:                                    # the same grid always gets the same mask
-            key = (hp, wp, x.device)
-            if key not in self._masks:
-                self._masks[key] = shifted_window_mask(hp, wp, G, s).to(x.device)
-            mask = self._masks[key]                                      # (nW, G², G²)
-        y = self.attn(window_partition(x, G), mask)              # (B·nW, G², D)
-        y = window_reverse(y, G, hp, wp)                         # (B, hp, wp, D)
-        if s: y = torch.roll(y, shifts=(s, s), dims=(1, 2))
-        return y[:, :h, :w]
-
-    def forward(self, x:Tensor,                  # (B, h·w, D) tokens in row-major grid order
-                grid:tuple[int, int],            # (h, w), the token grid
-               ) -> Tensor:                      # (B, h·w, D)
-        B, N, D = x.shape
-        h, w = grid
-        if N != h * w: raise ValueError(f"{N} tokens do not fill a {h}x{w} grid")
-        if min(h, w) < self.window:
-            raise ValueError(f"grid {h}x{w} is smaller than the window {self.window}")
-        a = self.window_attention(self.norm1(x).view(B, h, w, D)).reshape(B, N, D)
-        x = x + self.drop_path(self.drop(a))
-        return x + self.drop_path(self.drop(self.mlp(self.norm2(x))))
+__all__ = ['PatchMerging', 'swin_grids', 'SwinStage', 'swin_stages', 'SwinBackbone', 'Swin', 'PositionLabelSwin']
 
 # %% ../nbs/08_swin.ipynb #12f026c3
 class PatchMerging(nn.Module):
@@ -252,6 +80,27 @@ class SwinStage(nn.ModuleList):
         for blk in self: x = blk(x, grid)
         return x
 
+# %% ../nbs/08_swin.ipynb #5ae94ad3
+def swin_stages(d_model:int,            # D, the first stage's width (it doubles at each merge)
+                depths:Sequence[int],   # blocks per stage
+                n_heads:Sequence[int],  # heads per stage
+                window:int,             # G
+                *,
+                shifted:bool=True,      # shift the windows in every second block
+                drop_path:float=0.0,    # stochastic depth, rising linearly from 0 to this
+                **block_kw,             # the other options of `SwinBlock`
+               ) -> tuple[nn.ModuleList, nn.ModuleList]: # the stages, the mergings between them
+    "Every stage's blocks, the width doubling, and the patch mergings between the stages"
+    if len(depths) != len(n_heads):
+        raise ValueError(f"depths {tuple(depths)} and n_heads {tuple(n_heads)} differ in length")
+    rates = [drop_path * i / max(sum(depths) - 1, 1) for i in range(sum(depths))]  # per block
+    ends = [sum(depths[:s]) for s in range(len(depths) + 1)]     # each stage's first block
+    stages = nn.ModuleList(SwinStage(d_model * 2 ** s, H, L, window, shifted=shifted,
+                                     drop_path=rates[ends[s]:ends[s + 1]], **block_kw)
+                           for s, (L, H) in enumerate(zip(depths, n_heads)))
+    merges = nn.ModuleList(PatchMerging(d_model * 2 ** s) for s in range(len(depths) - 1))
+    return stages, merges
+
 # %% ../nbs/08_swin.ipynb #bb0345ef
 class SwinBackbone(nn.Module):
     "Swin without its head: patch embedding, stages of (shifted) window blocks, patch merging"
@@ -274,9 +123,6 @@ class SwinBackbone(nn.Module):
                  activation:Activation='gelu',
                 ):
         super().__init__()
-        if len(depths) != len(n_heads):
-            raise ValueError(f"depths {tuple(depths)} and n_heads {tuple(n_heads)} "
-                             f"differ in length")
         self.img_size, self.grid = image_grid(img_size, patch_size)  # the first stage's grid
         self.patch_size, self.in_chans = patch_size, in_chans
         self.window, self.depths = window, tuple(depths)
@@ -286,14 +132,9 @@ class SwinBackbone(nn.Module):
         N = self.grid[0] * self.grid[1]
         self.pos_emb = nn.Parameter(torch.randn(1, N, d_model) * 0.02) if abs_pos else None
         self.drop = nn.Dropout(dropout)
-        rates = [drop_path * i / max(sum(depths) - 1, 1) for i in range(sum(depths))]  # per block
-        kw = dict(mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, rel_pos=rel_pos, dropout=dropout,
-                  attn_dropout=attn_dropout, norm_eps=norm_eps, activation=activation)
-        self.stages = nn.ModuleList(
-            SwinStage(d_model * 2 ** s, H, L, window, shifted=shifted,
-                      drop_path=rates[sum(depths[:s]):sum(depths[:s + 1])], **kw)
-            for s, (L, H) in enumerate(zip(depths, n_heads)))
-        self.merges = nn.ModuleList(PatchMerging(d_model * 2 ** s) for s in range(len(depths) - 1))
+        self.stages, self.merges = swin_stages(d_model, depths, n_heads, window, shifted=shifted,
+            drop_path=drop_path, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, rel_pos=rel_pos,
+            dropout=dropout, attn_dropout=attn_dropout, norm_eps=norm_eps, activation=activation)
         self.d_out = d_model * 2 ** (len(depths) - 1)
         self.norm = nn.LayerNorm(self.d_out, eps=norm_eps)
 
