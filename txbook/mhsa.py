@@ -28,6 +28,28 @@ def check_tokens(x:Tensor,      # the input to check
         raise ValueError(f"{name} must have shape (B, N, D={d_model}); "
                          f"got {tuple(x.shape)} ({', '.join(why)})")
 
+# %% ../nbs/02_mhsa.ipynb #4744a7ce
+def _rotate_and_cache(q:Tensor,      # (B, H, N, Dh) this call's queries
+                      k:Tensor,      # (B, H, M, Dh) its keys (M = N in self-attention)
+                      v:Tensor,      # (B, H, M, Dv) its values
+                      *,
+                      rope:Callable[[Tensor, int], Tensor]|None, # `rope(t, offset)`, or None
+                      cache:KVCache|None,     # the keys and values of earlier calls, or None
+                      context:Tensor|None,    # cross-attention's context (refused with a cache)
+                     ) -> tuple[Tensor, Tensor, Tensor, int]: # q; k, v after the cached
+                                                              # ones (B, H, T+M, ·); T
+    "Rotate q and k at positions T.. (T = positions cached), then append k and v to the cache"
+    if cache is not None and context is not None:
+        raise ValueError(f"cache is for self-attention; got a context of shape "
+                         f"{tuple(context.shape)} with a cache of {len(cache)} positions. "
+                         "Cross-attention's keys and values come from `context`: "
+                         "recompute them or keep them yourself")
+    T = 0 if cache is None else len(cache)                      # positions before this call
+    if rope is not None:
+        q, k = rope(q, T), rope(k, T)                           # absolute positions T..T+N-1
+    if cache is not None: k, v = cache.append(k, v)             # (B, H, T+N, Dh)
+    return q, k, v, T
+
 # %% ../nbs/02_mhsa.ipynb #e6ac77c1
 class MultiHeadAttention(nn.Module):
     "Multi-head attention: H scaled dot-product attentions of width D/H, concatenated, projected"
@@ -81,15 +103,7 @@ class MultiHeadAttention(nn.Module):
                ):                              # (B, N, D), or ((B, N, D), (B, H, N, M))
         "Project to heads, (rotate,) append to the cache, attend in every head at once, merge"
         q, k, v = self.project(x, context)                      # (B, H, N|M, Dh)
-        if cache is not None and context is not None:
-            raise ValueError(f"cache is for self-attention; got a context of shape "
-                             f"{tuple(context.shape)} with a cache of {len(cache)} positions. "
-                             "Cross-attention's keys and values come from `context`: "
-                             "recompute them or keep them yourself")
-        T = 0 if cache is None else len(cache)                  # positions before this call
-        if self.rope is not None:
-            q, k = self.rope(q, T), self.rope(k, T)             # absolute positions T..T+N-1
-        if cache is not None: k, v = cache.append(k, v)         # (B, H, T+N, Dh)
+        q, k, v, T = _rotate_and_cache(q, k, v, rope=self.rope, cache=cache, context=context)
         p = self.dropout if self.training else 0.0
         kw = dict(is_causal=is_causal, offset=T, scale=self.scale)   # the mask goes through
         if not return_weights:

@@ -137,11 +137,12 @@ def _step_grads(net:nn.Module,           # the model as trained: plain, DDP-wrap
     return totals[0], dict(zip(sums, totals[1:]))
 
 def _update(model:nn.Module, opt, sched, scaler:torch.amp.GradScaler, grad_clip:float|None,
-            hist:dict):
-    "The step after the gradients: log the rate (and the loss scale), then `scaled_step`"
+            hist:dict, loss:float, metrics:dict[str, float]):
+    "The step after the gradients: log the rate (and the loss scale), `scaled_step`, log the loss"
     if scaler.is_enabled(): hist.setdefault('loss_scale', []).append(scaler.get_scale())
     hist['lr'].append(opt.param_groups[0]['lr'])
     scaled_step(opt, scaler, sched, params=model.parameters(), grad_clip=grad_clip)
+    for k, v in {'loss': loss, **metrics}.items(): hist.setdefault(k, []).append(v)
 
 # %% ../nbs/00c_train.ipynb #8176bcc5
 def _save(path, model, opt, sched, step:int, hist:dict, rank:int, world:int, scaler):
@@ -184,6 +185,14 @@ def _epoch_line(hist:dict, names:list[str], epoch:int, epochs:int) -> str:
     valid = said('valid')
     return f"epoch {epoch + 1}/{epochs}: train {said('train')}" + (f"; valid {valid}" * bool(valid))
 
+# %% ../nbs/00c_train.ipynb #60e7f9e9
+def _check_options(schedule:Callable|None, warmup:float|None, accum_steps:int):
+    "Refuse `warmup` with a custom `schedule`, and fewer than one batch per optimiser step"
+    if schedule is not None and warmup is not None:
+        raise ValueError(f"warmup={warmup} is an option of the default schedule; "
+                         f"a custom schedule sets its own warm-up")
+    if accum_steps < 1: raise ValueError(f"accum_steps must be >= 1, got {accum_steps}")
+
 # %% ../nbs/00c_train.ipynb #c5d13554
 def fit(model:nn.Module, train_dl, valid_dl=None, *,
         epochs:int, lr:float=1e-3,
@@ -207,10 +216,7 @@ def fit(model:nn.Module, train_dl, valid_dl=None, *,
        ) -> dict:   # per step: 'loss', 'lr', metrics; per epoch: 'train_loss', 'valid_acc', ...
     "AdamW, warmup + cosine, clipping, mixed precision for any objective; resumable; data-parallel"
     objective = _objective(objective, model, label_smoothing)
-    if schedule is not None and warmup is not None:
-        raise ValueError(f"warmup={warmup} is an option of the default schedule; "
-                         f"a custom schedule sets its own warm-up")
-    if accum_steps < 1: raise ValueError(f"accum_steps must be >= 1, got {accum_steps}")
+    _check_options(schedule, warmup, accum_steps)
     device = setup_distributed(device)                    # under torchrun: join the process group
     amp = resolve_precision(precision, device)            # the one place `precision` is read
     scaler = grad_scaler(device, amp)                     # fp16 only; a pass-through otherwise
@@ -238,9 +244,8 @@ def fit(model:nn.Module, train_dl, valid_dl=None, *,
             opt.zero_grad(set_to_none=True)
             loss, metrics = _step_grads(net, ddp, group, objective, device, rank, world, amp,
                                         scaler)
-            _update(model, opt, sched, scaler, grad_clip, hist)
+            _update(model, opt, sched, scaler, grad_clip, hist, loss, metrics)
             step += 1
-            for k, v in {'loss': loss, **metrics}.items(): hist.setdefault(k, []).append(v)
             if checkpoint_every and step % checkpoint_every == 0: save()
         if step % per_epoch == 0:                                   # a whole epoch is done
             names = ['loss', *metrics]
