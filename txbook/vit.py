@@ -173,8 +173,7 @@ class ViT(PatchTokens):
         super().__init__(img_size=img_size, patch_size=patch_size, in_chans=in_chans,
                          d_model=d_model, pool=pool, pos=pos, dropout=dropout)
         self.encoder = Encoder(d_model, n_heads, depth, d_mlp=round(mlp_ratio * d_model),
-                               dropout=dropout, norm_eps=norm_eps,
-                               activation=activation)              # blocks + final LayerNorm
+                               dropout=dropout, norm_eps=norm_eps, activation=activation)
         self.head = nn.Linear(d_model, n_classes)
 
     def forward_features(self, x:Tensor,            # (B, C, I_h, I_w) images
