@@ -28,6 +28,17 @@ def _padding_mask(keep:Tensor|None, # (B, M) bool, True = a real token, False = 
     return keep[:, None, None, :]
 
 
+# %% ../nbs/03a_seq2seq.ipynb #62080836
+def _learned_positions(table:nn.Embedding, # the learned position table, `max_len` rows of D
+                       n:int,              # N, the number of tokens to place
+                       offset:int=0,       # position of the first (cached tokens before it)
+                      ) -> Tensor:         # (N, D): rows offset..offset+N-1
+    "The rows of a learned position table for N tokens after `offset`; a ValueError past its end"
+    max_len = table.num_embeddings
+    if offset + n > max_len:
+        raise ValueError(f"sequence length {offset + n} exceeds max_len={max_len}")
+    return table(torch.arange(offset, offset + n, device=table.weight.device))
+
 # %% ../nbs/03a_seq2seq.ipynb #bc6a7a83
 class EncoderDecoder(nn.Module):
     "Encoder–decoder on token ids: embeddings + positions, `Encoder`, `Decoder`, linear head"
@@ -54,43 +65,38 @@ class EncoderDecoder(nn.Module):
               offset:int=0,          # position of the first token (cached tokens before it)
              ) -> Tensor:            # (B, N, D)
         "Token embeddings plus the learned positions offset..offset+N-1"
-        N, n_pos = ids.shape[-1], self.pos_emb.num_embeddings
-        if offset + N > n_pos:
-            raise ValueError(f"sequence length {offset + N} exceeds max_len={n_pos}")
-        return emb(ids) + self.pos_emb(torch.arange(offset, offset + N, device=ids.device))
+        return emb(ids) + _learned_positions(self.pos_emb, ids.shape[-1], offset)
 
-    def encode(self, src:Tensor,                         # (B, M) source ids
+    def encode(self, src:Tensor,                 # (B, M) source ids
                *,
-               src_keep:Tensor|None=None,                # (B, M) bool, False = PAD
-              ) -> Tensor:                               # memory (B, M, D)
+               src_keep:Tensor|None=None,        # (B, M) bool, False = PAD
+              ) -> Tensor:                       # memory (B, M, D)
         "The encoder's output; no source token attends to a PAD"
         mask = _padding_mask(src_keep, src.shape, 'src_keep')      # (B, 1, 1, M)
         return self.encoder(self.embed(src, self.src_emb), mask=mask)
 
-    def decode(self, tgt:Tensor,                         # (B, N) target ids (the new ones)
-               memory:Tensor,                            # (B, M, D)
+    def decode(self, tgt:Tensor,                 # (B, N) target ids (the new ones)
+               memory:Tensor,                    # (B, M, D)
                *,
-               caches:list[KVCache]|None=None,           # one per decoder block, for generation
-               src_keep:Tensor|None=None,                # (B, M) bool, False = PAD in the source
-               tgt_keep:Tensor|None=None,                # (B, T+N) bool, False = PAD in the
-                                                         # target (T cached tokens first)
-              ) -> Tensor:                               # logits (B, N, V)
+               caches:list[KVCache]|None=None,   # one per decoder block, for generation
+               src_keep:Tensor|None=None,        # (B, M) bool, False = PAD in the source
+               tgt_keep:Tensor|None=None,        # (B, T+N) bool, False = PAD (T cached first)
+              ) -> Tensor:                       # logits (B, N, V)
         "Logits for every target position; causal, and blind to PAD keys in both attentions"
         offset = len(caches[0]) if caches else 0
         x = self.embed(tgt, self.tgt_emb, offset)
         B, N = tgt.shape
         mask = _padding_mask(tgt_keep, (B, offset + N), 'tgt_keep')          # (B, 1, 1, T+N)
         memory_mask = _padding_mask(src_keep, memory.shape[:2], 'src_keep')  # (B, 1, 1, M)
-        # the decoder's self-attention combines `mask` with its causal mask
         x = self.decoder(x, memory, mask=mask, memory_mask=memory_mask, caches=caches)
         return self.head(x)
 
-    def forward(self, src:Tensor,                        # (B, M) source ids
-                tgt:Tensor,                              # (B, N) target ids (teacher forcing)
+    def forward(self, src:Tensor,                # (B, M) source ids
+                tgt:Tensor,                      # (B, N) target ids (teacher forcing)
                 *,
-                src_keep:Tensor|None=None,               # (B, M) bool, False = PAD
-                tgt_keep:Tensor|None=None,               # (B, N) bool, False = PAD
-               ) -> Tensor:                              # logits (B, N, V)
+                src_keep:Tensor|None=None,       # (B, M) bool, False = PAD
+                tgt_keep:Tensor|None=None,       # (B, N) bool, False = PAD
+               ) -> Tensor:                      # logits (B, N, V)
         memory = self.encode(src, src_keep=src_keep)
         return self.decode(tgt, memory, src_keep=src_keep, tgt_keep=tgt_keep)
 
