@@ -56,7 +56,8 @@ def gather_rng_states() -> dict[str, Tensor]|None:
             for r, s in enumerate(states) for k, v in s.items()}
 
 # %% auto #0
-__all__ = ['rank_world', 'setup_distributed', 'shard', 'reduce_sums', 'gather_rng_states', 'compile_problem', 'wrap_model']
+__all__ = ['rank_world', 'setup_distributed', 'shard', 'reduce_sums', 'gather_rng_states', 'compile_problem', 'wrap_model',
+           'fork_map']
 
 # %% ../nbs/00c5_distributed.ipynb #a1e474e1
 from torch import nn
@@ -88,3 +89,45 @@ def wrap_model(model:nn.Module, device:torch.device|str,
         if rank == 0: print(f"compile=True skipped: {why}; training without torch.compile")
     elif compile: net = torch.compile(net)
     return net, ddp
+
+# %% ../nbs/00c5_distributed.ipynb #dd5b77ea
+import io, sys, traceback
+import multiprocessing as mp
+from typing import Callable, Iterable
+from .core import torch_threads
+
+def _forked_call(fn:Callable, a, threads:int, send):
+    "In the child: silence its output, set its threads, send back `fn(a)` or the traceback"
+    sys.stdout = sys.stderr = open(os.devnull, 'w')        # the notebook's streams are the parent's
+    torch.set_num_threads(threads)
+    buf = io.BytesIO()
+    try: torch.save(('ok', fn(a)), buf)
+    except Exception: buf = io.BytesIO(); torch.save(('error', traceback.format_exc()), buf)
+    send.send_bytes(buf.getvalue())
+
+def fork_map(fn:Callable,    # called as fn(a); returns what `torch.save` saves (tensors, numbers)
+             args:Iterable,  # one call per item, all started at once
+             *,
+             threads:int=1,  # PyTorch CPU threads in each child
+            ) -> list:       # [fn(a) for a in args], in order
+    "`[fn(a) for a in args]`, computed side by side in forked processes of `threads` threads each"
+    args = list(args)
+    if 'fork' not in mp.get_all_start_methods():            # Windows: one call after the other
+        with torch_threads(threads): return [fn(a) for a in args]
+    ctx, jobs = mp.get_context('fork'), []
+    for a in args:
+        recv, send = ctx.Pipe(duplex=False)
+        child = ctx.Process(target=_forked_call, args=(fn, a, threads, send), daemon=True)
+        child.start()
+        send.close()                            # the child holds the only write end now
+        jobs.append((a, child, recv))
+    results = []
+    for a, child, recv in jobs:
+        try: status, out = torch.load(io.BytesIO(recv.recv_bytes()), weights_only=False)
+        except EOFError: status, out = 'error', None               # it died before sending
+        child.join()
+        if status == 'error':
+            why = out or f"its process died (exit code {child.exitcode})"
+            raise RuntimeError(f"fork_map: fn({a!r}) failed:\n{why}")
+        results.append(out)
+    return results

@@ -6,13 +6,12 @@ Docs: https://txbook.github.io/txbook/nbs/heads.html.md"""
 
 # %% ../nbs/05_heads.ipynb #7f69206f
 from __future__ import annotations
-import io, math, os, sys, traceback
-import multiprocessing as mp
+import math
 from dataclasses import dataclass
-from typing import Callable, Iterable, Literal
+from typing import Literal
 import torch
 from torch import nn, Tensor
-from .core import eval_mode, torch_threads
+from .core import eval_mode
 from .losses import lm_loss
 from .mhsa import KVCache
 from .blocks import Activation, LayerNorm, TransformerBlock
@@ -20,7 +19,7 @@ from .position import LearnedPositionEmbedding, RotaryEmbedding
 from .foreign import take, check_unused, hf_activation
 
 # %% auto #0
-__all__ = ['GPTConfig', 'gpt_block', 'GPTCore', 'lm_objective', 'fork_map', 'sample_next', 'generate_tokens', 'gpt2_config',
+__all__ = ['GPTConfig', 'gpt_block', 'GPTCore', 'lm_objective', 'sample_next', 'generate_tokens', 'gpt2_config',
            'gpt2_state_dict', 'GPT']
 
 # %% ../nbs/05_heads.ipynb #566de080
@@ -126,43 +125,6 @@ def lm_objective(model:nn.Module,             # maps (B, N) token ids to (B, N, 
     "`fit`'s objective for `(x, y)` windows: `lm_loss` of `model(x)`, y = x shifted by one"
     x, y = batch
     return lm_loss(model(x), y)
-
-# %% ../nbs/05_heads.ipynb #c9f9d00f
-def _forked_call(fn:Callable, a, threads:int, send):
-    "In the child: silence its output, set its threads, send back `fn(a)` or the traceback"
-    sys.stdout = sys.stderr = open(os.devnull, 'w')        # the notebook's streams are the parent's
-    torch.set_num_threads(threads)
-    buf = io.BytesIO()
-    try: torch.save(('ok', fn(a)), buf)
-    except Exception: buf = io.BytesIO(); torch.save(('error', traceback.format_exc()), buf)
-    send.send_bytes(buf.getvalue())
-
-def fork_map(fn:Callable,    # called as fn(a); returns what `torch.save` saves (tensors, numbers)
-             args:Iterable,  # one call per item, all started at once
-             *,
-             threads:int=1,  # PyTorch CPU threads in each child
-            ) -> list:       # [fn(a) for a in args], in order
-    "`[fn(a) for a in args]`, computed side by side in forked processes of `threads` threads each"
-    args = list(args)
-    if 'fork' not in mp.get_all_start_methods():            # Windows: one call after the other
-        with torch_threads(threads): return [fn(a) for a in args]
-    ctx, jobs = mp.get_context('fork'), []
-    for a in args:
-        recv, send = ctx.Pipe(duplex=False)
-        child = ctx.Process(target=_forked_call, args=(fn, a, threads, send), daemon=True)
-        child.start()
-        send.close()                            # the child holds the only write end now
-        jobs.append((a, child, recv))
-    results = []
-    for a, child, recv in jobs:
-        try: status, out = torch.load(io.BytesIO(recv.recv_bytes()), weights_only=False)
-        except EOFError: status, out = 'error', None               # it died before sending
-        child.join()
-        if status == 'error':
-            why = out or f"its process died (exit code {child.exitcode})"
-            raise RuntimeError(f"fork_map: fn({a!r}) failed:\n{why}")
-        results.append(out)
-    return results
 
 # %% ../nbs/05_heads.ipynb #526161ec
 def sample_next(logits:Tensor,             # (B, V) logits of the next token
