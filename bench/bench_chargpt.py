@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The character GPT of chapter 05 at nanoGPT's shakespeare-char size: validation loss and training time.
+"""The character GPT of chapter 8 at nanoGPT's shakespeare-char size: validation loss and training time.
 
 nanoGPT's `config/train_shakespeare_char.py` trains a 6-layer, 6-head, width-384 GPT (context 256, dropout
 0.2) for 5,000 steps of 64 windows with AdamW (lr 1e-3 warmed up over 100 steps, cosine decay to 1e-4,
@@ -20,7 +20,8 @@ import argparse, json
 from functools import partial
 
 import torch
-from txbook.core import Stopwatch, seed_everything
+from txbook.perf import Stopwatch
+from txbook.core import seed_everything
 from txbook.data import load_tinyshakespeare
 from txbook.gpt import GPT, GPTConfig
 from txbook.text import CharTokenizer, Windows

@@ -5,7 +5,7 @@ Greedy decoding from a one-token prompt, random weights, nanoGPT's shakespeare-c
 forward with one `txbook.mhsa.KVCache` per block; past the context window both paths recompute the window of
 the last `block_size` tokens at every step. Both paths must give the same tokens; the script checks it
 (also with `--tokens` larger than the context). Each path's time is the wall-clock time of one
-whole generation after a short warm-up, read by `txbook.core.Stopwatch` (it waits for the GPU at
+whole generation after a short warm-up, read by `txbook.perf.Stopwatch` (it waits for the GPU at
 both ends).
 
 usage: python bench/bench_kvcache.py [--threads 1] [--tokens 255] [--device cpu]
@@ -13,7 +13,7 @@ usage: python bench/bench_kvcache.py [--threads 1] [--tokens 255] [--device cpu]
 import argparse
 
 import torch
-from txbook.core import Stopwatch
+from txbook.perf import Stopwatch
 from txbook.gpt import GPT, GPTConfig
 
 

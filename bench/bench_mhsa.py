@@ -10,7 +10,7 @@ input and all parameters; the table reports the median over `reps` runs after `w
 with the two modules interleaved run by run so that machine noise hits both alike. The fastest run of each is
 printed too: on a shared machine it is the estimate least disturbed by other work, and so is the median of the
 process CPU time (all threads), which other processes on the machine inflate less than the
-wall-clock time. Each run is read by `txbook.core.Stopwatch` (wall-clock and process CPU seconds;
+wall-clock time. Each run is read by `txbook.perf.Stopwatch` (wall-clock and process CPU seconds;
 it waits for the GPU at both ends). The target of issue 8 is a median ratio <= 0.9 at every N.
 
 With --breakdown, each N is also profiled (torch.profiler, a few steps per module) and the self time of every
@@ -23,7 +23,7 @@ that computes this layer in float32 with these kernels could reach: the one whos
 import argparse, os, statistics
 import torch
 from torch import nn
-from txbook.core import Stopwatch
+from txbook.perf import Stopwatch
 from txbook.mhsa import mha_from_torch
 
 

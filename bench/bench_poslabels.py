@@ -1,4 +1,4 @@
-"""Table 1 of the position-labels paper (Zhang, Gong & Wu), larger than chapter 07 can afford on a CPU.
+"""Table 1 of the position-labels paper (Zhang, Gong & Wu), larger than chapter 15 can afford on a CPU.
 
 A ViT on Fashion-MNIST with {position embedding, none} x {no labels, APL, RPL}, each label in the paper's
 regression (MSE) and the official code's classification (CE) variant; several seeds per row, the same data,
@@ -12,7 +12,9 @@ if it exceeds twice the larger of the two standard deviations.
 from __future__ import annotations
 import argparse, json
 import torch
-from txbook.core import default_device, Stopwatch, seed_verdict
+from txbook.core import default_device
+from txbook.perf import Stopwatch
+from txbook.stats import seed_verdict
 from txbook.data import load_mnist, normalise
 from txbook.table1 import table1, row_name
 

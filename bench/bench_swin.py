@@ -1,10 +1,10 @@
-"""Chapter 08 at larger sizes than the chapter can afford: the cost of ViT vs Swin, and the ablations.
+"""Chapters 11, 12 and 16 at larger sizes than the chapter can afford: the cost of ViT vs Swin, and the ablations.
 
     python bench/bench_swin.py cost [--sides 32 64 128 256 384 512] [--threads 1]
     python bench/bench_swin.py ablation [--n-train 60000] [--epochs 10] [--seeds 0 1 2 3 4] [--width 64]
 
 `cost`: FLOPs (PyTorch's FLOP counter on the meta device, so the attention products are counted) and the
-time of one forward pass (txbook.core.time_it: torch.utils.benchmark's median) of a ViT and a one-stage Swin of the same width
+time of one forward pass (txbook.perf.time_it: torch.utils.benchmark's median) of a ViT and a one-stage Swin of the same width
 (D=64) and depth (2), patches of 4, windows of 8, as the image side grows; prints a Markdown table and the
 growth exponents (least-squares slope of log cost against log N).
 
@@ -21,7 +21,8 @@ import torch.nn.functional as F
 from torch import nn, Tensor
 from torch.utils.flop_counter import FlopCounterMode
 
-from txbook.core import seed_everything, torch_threads, default_device, time_it, Stopwatch
+from txbook.core import seed_everything, default_device
+from txbook.perf import torch_threads, time_it, Stopwatch
 from txbook.data import load_mnist, normalise, TensorLoader
 from txbook.train import fit
 from txbook.vit import ViT

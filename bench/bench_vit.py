@@ -22,7 +22,8 @@ processes together), only rank 0 prints and writes --json.
 """
 import argparse, json, sys
 import torch
-from txbook.core import seed_everything, Stopwatch
+from txbook.core import seed_everything
+from txbook.perf import Stopwatch
 from txbook.data import TensorLoader, augment, load_cifar10, load_mnist
 from txbook.distributed import rank_world, setup_distributed
 from txbook.train import evaluate, fit

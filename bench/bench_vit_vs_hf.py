@@ -6,7 +6,7 @@ Both models hold the same weights (`ViT.from_hf`), get the same batch, and are t
 The script prints the median time of each and the ratio txbook / Hugging Face (below 1 = txbook is faster).
 A train step is forward + cross-entropy + backward + AdamW step; inference is a forward in eval mode under
 `torch.inference_mode()`. Before timing it checks that both give the same logits. Each call is read
-by `txbook.core.Stopwatch` (it waits for the GPU at both ends); the script reports the median
+by `txbook.perf.Stopwatch` (it waits for the GPU at both ends); the script reports the median
 wall-clock time and the median process CPU time (all threads); on a machine shared with other work
 the CPU time is the steadier of the two.
 
@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from transformers import ViTConfig, ViTForImageClassification
 from transformers.utils import logging as hf_logging
 
-from txbook.core import Stopwatch
+from txbook.perf import Stopwatch
 from txbook.vit import ViT
 
 

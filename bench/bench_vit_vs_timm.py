@@ -5,7 +5,7 @@ Both models are built with the same shape (`txbook.vit.vit_small_patch4_28`'s: 2
 D 192, 6 blocks of 6 heads, MLP ratio 2, a CLS token, no dropout) and must have the same number of parameters.
 One step is the same for both: forward under autocast (bf16 by default on a GPU), cross-entropy, backward,
 AdamW (fused on CUDA), zeroing the gradients. Steps are timed in interleaved rounds (ours, timm,
-ours, ...) after warm-up, each round read by `txbook.core.Stopwatch` (it waits for the GPU at both
+ours, ...) after warm-up, each round read by `txbook.perf.Stopwatch` (it waits for the GPU at both
 ends); the table gives images/s (median over rounds) and ours / timm as time per step (below 1:
 ours is faster). `--compile` adds both models under torch.compile.
 
@@ -21,7 +21,8 @@ import argparse, statistics
 
 import torch
 import torch.nn.functional as F
-from txbook.core import Stopwatch, default_device, seed_everything
+from txbook.perf import Stopwatch
+from txbook.core import default_device, seed_everything
 from txbook.amp import autocast
 from txbook.vit import ViT
 

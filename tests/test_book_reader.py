@@ -65,8 +65,8 @@ def test_book_shows_no_directive_lines(path):
 from txbook_book import nbdev_page, notebook_markdown, write_nbdev_pages  # noqa: E402
 
 
-@pytest.mark.parametrize("name,page", [("01_attention.ipynb", "attention.html"), ("00a_viz.ipynb", "viz.html"),
-                                       ("00_core.ipynb", "core.html"), ("07a_mae.ipynb", "mae.html")])
+@pytest.mark.parametrize("name,page", [("01_attention.ipynb", "attention.html"), ("d_viz.ipynb", "d_viz.html"),
+                                       ("a_core.ipynb", "a_core.html"), ("17_mae.ipynb", "mae.html")])
 def test_nbdev_page_matches_nbdev(name, page):
     from nbdev.config import nbpath2html  # the function nbdev names its pages with
     assert nbdev_page(name) == page == nbpath2html(name).name

@@ -20,7 +20,8 @@ import torch.nn.functional as F
 from torch import nn
 from safetensors.torch import load_file, save_file
 
-from txbook.core import seed_everything, Stopwatch
+from txbook.core import seed_everything
+from txbook.perf import Stopwatch
 from txbook.data import TensorLoader
 from txbook.distributed import rank_world, shard
 from txbook.optim import warmup_cosine

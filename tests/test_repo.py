@@ -127,7 +127,7 @@ def test_readme_lists_every_chapter():
     assert not missing, f"README.md's chapter table lacks {missing}"
 
 
-@pytest.mark.parametrize("path", [p for p in NBS if p.stem != "00_core"], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [p for p in NBS if p.stem != "a_core"], ids=lambda p: p.name)
 def test_chapters_with_full_sizes_ask_colab_for_a_gpu(path):
     "A chapter that sizes experiments with sized(quick, full) has a full size for a GPU: Colab must offer one"
     nb = json.loads(path.read_text())

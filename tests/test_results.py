@@ -13,7 +13,7 @@ from conftest import NBS, ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
 import run_full  # noqa: E402
-from txbook.core import format_value  # noqa: E402
+from txbook.stats import format_value  # noqa: E402
 
 RECORDS = sorted((ROOT / "results" / "full").glob("*.json"))
 KEYS = {"chapter", "commit", "dirty", "device", "torch", "cuda", "precision", "size", "jobs", "date",

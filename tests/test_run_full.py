@@ -31,7 +31,7 @@ def _run(*args):
 
 def test_smoke_run_records_the_reports_and_the_failures(tmp_path):
     good = _notebook(tmp_path / "good.ipynb",
-                     "from txbook.core import size, report\nreport('answer', [41.0, 43.0], '.1f')\n"
+                     "from txbook.core import size\nfrom txbook.stats import report\nreport('answer', [41.0, 43.0], '.1f')\n"
                      "report('size seen', size())")
     bad = _notebook(tmp_path / "bad.ipynb", "raise ValueError('planted')")
     out = tmp_path / "out"

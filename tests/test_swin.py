@@ -1,4 +1,4 @@
-"""Property and parity tests for `txbook.windows` and `txbook.swin` (chapter 08, both pages), beyond the chapters'
+"""Property and parity tests for `txbook.windows` and `txbook.swin` (chapters 11 and 12), beyond the chapters'
 own checks.
 
 - window_partition / window_reverse: exact inverses, and equal to an explicit `unfold` on random shapes;
@@ -109,7 +109,7 @@ def test_from_hf_matches_random_configs(cfg, dtype, seed):
 def test_from_hf_names_every_missing_or_unknown_tensor():
     transformers = pytest.importorskip('transformers')
     transformers.logging.set_verbosity_error()
-    from txbook.foreign import swin_hf_state_dict
+    from txbook.swin import swin_hf_state_dict
     cfg = transformers.SwinConfig(image_size=16, patch_size=2, embed_dim=8, depths=[2, 1], num_heads=[1, 2],
                                   window_size=4, use_absolute_embeddings=True, num_labels=3)
     sd = transformers.SwinForImageClassification(cfg).state_dict()

@@ -2,13 +2,13 @@
 """Run the chapters at full size, one process each, and record what they report.
 
     python tools/run_full.py                      # every chapter, full size, one at a time
-    python tools/run_full.py 06_vit 08_swin       # some chapters (stems or paths)
+    python tools/run_full.py 10_vit 12_swin       # some chapters (stems or paths)
     python tools/run_full.py --size smoke --out /tmp/r   # full shapes, cut budgets (CI, on the CPU)
     python tools/run_full.py --jobs 4             # four chapters at once (a GPU with CPU cores to spare)
     python tools/run_full.py --render             # write each chapter's "At full size" cell from its file
 
 Each chapter is executed top to bottom with nbclient from `nbs/` (where the data is found), with
-`TXBOOK_SIZE` set and `TXBOOK_RESULTS` naming a scratch file that `txbook.core.report` fills with the
+`TXBOOK_SIZE` set and `TXBOOK_RESULTS` naming a scratch file that `txbook.stats.report` fills with the
 chapter's headline figures. The result is `<out>/<chapter>.json` (default `results/full/`): the chapter,
 the commit, the date, the device, torch and CUDA versions, the precision, the size, the wall time, how
 many chapters ran at once, the status (ok, error, timeout) and the figures. `--executed DIR` also keeps
@@ -127,7 +127,7 @@ def run_one(path: Path, size: str, out: Path, timeout: int, jobs: int, executed:
 def render(rec: dict) -> str:
     "The Markdown of a chapter's 'At full size' cell for its results record"
     sys.path.insert(0, str(ROOT))
-    from txbook.core import format_value
+    from txbook.stats import format_value
     dev = rec["device"].split(": ", 1)[-1]
     head = [f"### At full size", "", MARK.format(stem=rec["chapter"]), "",
             f"What this chapter printed when it ran at full size on one {dev} ({rec['precision']} "

@@ -60,7 +60,7 @@ class MultiHeadAttention(nn.Module):
                  dropout:float=0.0, # dropout on the attention weights (training only)
                  scale:float|None=None, # logit scale; None = 1/√Dh (GPT-2 options change it)
                  rope:Callable[[Tensor, int], Tensor]|None=None, # `rope(t, offset)` rotates q, k
-                                    # (B, H, N, Dh) at positions offset.. (chapter 04's RoPE)
+                                    # (B, H, N, Dh) at positions offset.. (chapter 4's RoPE)
                 ):
         super().__init__()
         if d_model % n_heads:
