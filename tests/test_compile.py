@@ -1,0 +1,133 @@
+"""Every model family's forward is one graph: `torch.compile(..., fullgraph=True)` captures it whole.
+
+A graph break (a Python branch on a tensor's value, `.item()`, a `print`) would split a forward into pieces with
+the interpreter between them, and on a GPU each value read is a host sync. Dynamo raises on the first break when
+`fullgraph=True`; the backend is `eager` because the question is the capture, not the generated kernels (inductor
+would add minutes of C++ compilation on the CPU and test nothing more about breaks). Each compiled forward must
+also give the eager forward's numbers.
+"""
+import pytest
+import torch
+from torch import nn
+
+from txbook.core import seed_everything
+
+
+def _gpt():
+    from txbook.gpt import GPT, GPTConfig
+    return GPT(GPTConfig(vocab_size=17, block_size=16, depth=2, n_heads=2, d_model=16, dropout=0.0))
+
+
+def _gpt_rope():
+    from txbook.gpt import GPT, GPTConfig
+    return GPT(GPTConfig(vocab_size=17, block_size=16, depth=2, n_heads=2, d_model=16, dropout=0.0, pos="rope"))
+
+
+def _vit(pool="cls", pos="learned"):
+    from txbook.vit import ViT
+    return ViT(img_size=16, patch_size=4, in_chans=1, n_classes=5, d_model=16, depth=2, n_heads=2,
+               pool=pool, pos=pos)
+
+
+def _swin(**kw):
+    from txbook.swin import Swin
+    return Swin(img_size=16, patch_size=2, in_chans=1, n_classes=5, d_model=8, depths=(2, 2), n_heads=(2, 2),
+                window=4, **kw)
+
+
+def _seq2seq():
+    from txbook.seq2seq import Transformer
+    return Transformer(11, 13, 16, 2, depth=1, max_len=12)
+
+
+def _mae(apl: bool):
+    from txbook.mae import MAE
+    from txbook.poslabels import APLHead
+    vit = _vit(pos="none")
+    return MAE(vit, apl=APLHead(16, grid=vit.grid) if apl else None)
+
+
+def _poslabel_vit():
+    from txbook.poslabels import APLHead, PositionLabelViT, RPLHead
+    vit = _vit()
+    return PositionLabelViT(vit, apl=APLHead(16, grid=vit.grid), rpl=RPLHead(16, grid=vit.grid))
+
+
+def _poslabel_swin():
+    from txbook.poslabels import PositionLabelSwin, RPLHead
+    swin = _swin()
+    return PositionLabelSwin(swin, RPLHead(swin.d_out, grid=swin.stage_grids(swin.grid)[-1]))
+
+
+IMG = (2, 1, 16, 16)
+CASES = {
+    "gpt": (_gpt, lambda: (torch.randint(0, 17, (2, 9)),), {}),
+    "gpt-rope": (_gpt_rope, lambda: (torch.randint(0, 17, (2, 9)),), {}),
+    "vit-cls": (_vit, lambda: (torch.randn(IMG),), {}),
+    "vit-mean-sincos": (lambda: _vit(pool="mean", pos="sincos"), lambda: (torch.randn(IMG),), {}),
+    "swin": (_swin, lambda: (torch.randn(IMG),), {}),
+    "swin-abs-pos": (lambda: _swin(abs_pos=True), lambda: (torch.randn(IMG),), {}),
+    "encoder-decoder": (_seq2seq, lambda: (torch.randint(0, 11, (2, 7)), torch.randint(0, 13, (2, 5))),
+                        {"src_keep": torch.tensor([[True] * 7, [True] * 4 + [False] * 3])}),
+    "poslabel-vit": (_poslabel_vit, lambda: (torch.randn(IMG),), {"return_positions": True}),
+    "poslabel-swin": (_poslabel_swin, lambda: (torch.randn(IMG),), {"return_positions": True}),
+}
+
+
+def _flat(out):
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, dict):
+        return [t for v in out.values() for t in _flat(v)]
+    if isinstance(out, (tuple, list)):
+        return [t for v in out for t in _flat(v)]
+    return [v for v in vars(out).values() if isinstance(v, torch.Tensor)] if hasattr(out, "__dict__") else []
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_forward_is_one_graph(name):
+    make, args, kw = CASES[name]
+    seed_everything(0)
+    model = make().eval()
+    x = args()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, fullgraph=True, backend="eager")
+    with torch.no_grad():
+        got, want = compiled(*x, **kw), model(*x, **kw)
+    for g, w in zip(_flat(got), _flat(want), strict=True):
+        torch.testing.assert_close(g, w)
+
+
+@pytest.mark.parametrize("apl", [False, True], ids=["mae", "mae-apl"])
+def test_mae_forward_is_one_graph(apl):
+    seed_everything(0)
+    model = _mae(apl).eval()
+    x = torch.randn(IMG)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, fullgraph=True, backend="eager")
+    with torch.no_grad():                          # the same seed before each call: the same masks
+        torch.manual_seed(1)
+        got = compiled(x)
+        torch.manual_seed(1)
+        want = model(x)
+    for g, w in zip(_flat(got), _flat(want), strict=True):
+        torch.testing.assert_close(g, w)
+
+
+def test_gpt_cached_step_is_one_graph():
+    "One step of cached decoding: the newest token against the cache, captured whole"
+    seed_everything(0)
+    model = _gpt().eval()
+    prompt = torch.randint(0, 17, (2, 6))
+    caches = model.new_caches()
+    with torch.no_grad():
+        model(prompt, caches=caches)                               # fill the cache eagerly
+        step = torch.randint(0, 17, (2, 1))
+        ref_caches = model.new_caches()
+        model(prompt, caches=ref_caches)
+        want = model(step, caches=ref_caches)
+        torch._dynamo.reset()
+        compiled = torch.compile(model, fullgraph=True, backend="eager")
+        got = compiled(step, caches=caches)
+    torch.testing.assert_close(got, want)
+    assert len(caches[0]) == 7
