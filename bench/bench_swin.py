@@ -26,8 +26,8 @@ from txbook.perf import torch_threads, time_it, Stopwatch
 from txbook.data import load_mnist, normalise, TensorLoader
 from txbook.train import fit
 from txbook.vit import ViT
-from txbook.swin import Swin, PositionLabelSwin   # the chapter's class, not a copy
-from txbook.poslabels import APLHead, RPLHead
+from txbook.swin import Swin                                      # chapter 12's class, not a copy
+from txbook.poslabels import APLHead, RPLHead, PositionLabelSwin  # chapter 13's
 
 
 def vit_at(side: int) -> ViT:

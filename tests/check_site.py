@@ -178,6 +178,18 @@ def main(site: Path) -> int:
     check((site / "book" / "references.html").exists() and "Turner" in (site / "book" / "references.html").read_text(),
           "references page lists the bibliography")
 
+    # one numbering: the sidebar gives chapter NN_name the number NN, and the appendix pages no number
+    nav = {stem: re.sub(r"<[^>]+>", "", text).strip() for stem, text in
+           re.findall(r'<a class="reference internal" href="nbs/(\w+)\.html">(.*?)</a>',
+                      (site / "index.html").read_text(), flags=re.S)}
+    for nb in sorted((ROOT / "nbs").glob("*.ipynb")):
+        shown = nav.get(nb.stem, "")
+        num = re.match(r"^(\d+)\. ", shown)
+        want = str(int(nb.stem[:2])) if nb.stem[:2].isdigit() else None
+        check((num.group(1) if num else None) == want,
+              f"{nb.stem}: the site numbers it {num.group(1) if num else 'not at all'}, its file name {want}"
+              f" (sidebar: {shown!r})")
+
     # MathJax ships with the site; no page loads anything from another host
     mathjax = site / "_static" / "mathjax"
     check((mathjax / "tex-mml-chtml.js").is_file() and (mathjax / "LICENSE").is_file()

@@ -150,20 +150,29 @@ def block_from_torch(layer:nn.TransformerEncoderLayer, # PyTorch's encoder layer
 
 # %% ../nbs/03_blocks.ipynb #b870a31e
 class Encoder(nn.Module):
-    "A stack of `depth` `TransformerBlock`s, with a final LayerNorm (needed after pre-norm blocks)"
-    Block = TransformerBlock                # the block it stacks (`Decoder`: `DecoderBlock`)
-    def __init__(self, d_model:int,         # D
-                 n_heads:int,               # H
-                 depth:int,                 # L, number of blocks
+    "A stack of `depth` `TransformerBlock`s; after pre-norm blocks, a final LayerNorm"
+    def __init__(self, d_model:int,                # D
+                 n_heads:int,                      # H
+                 depth:int,                        # L, number of blocks
                  *,
-                 final_norm:bool=True,      # LayerNorm after the last block (pre-norm needs it)
-                 **block_kw,                # passed to every block
+                 final_norm:bool|None=None,        # a final LayerNorm (None: if `norm_first`)
+                 d_mlp:int|None=None,              # D_mlp of every block (default 4D)
+                 dropout:float=0.0,                # on attention weights and each residual branch
+                 norm_first:bool=True,             # pre-norm (True) or post-norm blocks
+                 activation:Activation='gelu',
+                 bias:bool=True,
+                 norm_eps:float=1e-5,              # eps of every LayerNorm, the final one too
+                 attn_scale:float|None=None,       # attention logit scale (None: 1/√Dh)
+                 rope=None,                        # `rope(t, offset)` for every attention (ch. 04)
                 ):
         super().__init__()
-        self.blocks = nn.ModuleList([self.Block(d_model, n_heads, **block_kw)
-                                     for _ in range(depth)])
-        eps = block_kw.get('norm_eps', 1e-5)
-        self.norm = LayerNorm(d_model, eps=eps) if final_norm else nn.Identity()
+        self.blocks = nn.ModuleList([
+            TransformerBlock(d_model, n_heads, d_mlp=d_mlp, dropout=dropout, norm_first=norm_first,
+                             activation=activation, bias=bias, norm_eps=norm_eps,
+                             attn_scale=attn_scale, rope=rope)
+            for _ in range(depth)])
+        if final_norm is None: final_norm = norm_first
+        self.norm = LayerNorm(d_model, eps=norm_eps) if final_norm else nn.Identity()
 
     def forward(self, x:Tensor,                      # (B, N, D)
                 *,
@@ -242,9 +251,27 @@ def decoder_block_from_torch(layer:nn.TransformerDecoderLayer, # PyTorch's decod
     return _load_torch(new, layer, 'self_attn.')
 
 # %% ../nbs/03_blocks.ipynb #467f0d27
-class Decoder(Encoder):
-    "A stack of `depth` `DecoderBlock`s, each attending to the same memory, with a final LayerNorm"
-    Block = DecoderBlock                  # built as the encoder's stack is, with these blocks
+class Decoder(nn.Module):
+    "A stack of `depth` `DecoderBlock`s, all reading the same memory; after pre-norm, a LayerNorm"
+    def __init__(self, d_model:int,                # D
+                 n_heads:int,                      # H
+                 depth:int,                        # L, number of blocks
+                 *,
+                 final_norm:bool|None=None,        # a final LayerNorm (None: if `norm_first`)
+                 d_mlp:int|None=None,              # D_mlp of every block (default 4D)
+                 dropout:float=0.0,                # on attention weights and each residual branch
+                 norm_first:bool=True,             # pre-norm (True) or post-norm blocks
+                 activation:Activation='gelu',
+                 bias:bool=True,
+                 norm_eps:float=1e-5,              # eps of every LayerNorm, the final one too
+                ):
+        super().__init__()
+        self.blocks = nn.ModuleList([
+            DecoderBlock(d_model, n_heads, d_mlp=d_mlp, dropout=dropout, norm_first=norm_first,
+                         activation=activation, bias=bias, norm_eps=norm_eps)
+            for _ in range(depth)])
+        if final_norm is None: final_norm = norm_first
+        self.norm = LayerNorm(d_model, eps=norm_eps) if final_norm else nn.Identity()
 
     def forward(self, x:Tensor,                    # (B, N, D) target embeddings
                 memory:Tensor,                     # (B, M, D) encoder output

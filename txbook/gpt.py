@@ -19,8 +19,7 @@ from .position import LearnedPositionEmbedding, RotaryEmbedding
 from .foreign import take, check_unused, hf_activation
 
 # %% auto #0
-__all__ = ['GPTConfig', 'gpt_block', 'GPTCore', 'lm_objective', 'sample_next', 'generate_tokens', 'gpt2_config',
-           'gpt2_state_dict', 'GPT']
+__all__ = ['GPTConfig', 'gpt_block', 'sample_next', 'gpt2_config', 'gpt2_state_dict', 'GPT']
 
 # %% ../nbs/08_gpt.ipynb #566de080
 @dataclass(frozen=True)
@@ -57,118 +56,24 @@ def gpt_block(cfg:GPTConfig, # the model's options
                             activation=cfg.activation, bias=cfg.bias, norm_eps=cfg.norm_eps,
                             attn_scale=scale, rope=rope)
 
-# %% ../nbs/08_gpt.ipynb #299414c5
-class GPTCore(nn.Module):
-    "Decoder-only language model: embeddings, causal pre-norm blocks, final LayerNorm, LM head"
-    def __init__(self, cfg:GPTConfig):
-        super().__init__()
-        if cfg.pos not in ('learned', 'rope'):
-            raise ValueError(f"pos must be 'learned' or 'rope', got {cfg.pos!r}")
-        self.cfg = cfg
-        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)             # (V, D)
-        learned = cfg.pos == 'learned'                  # else RoPE: no table, no parameters
-        self.pos_emb = LearnedPositionEmbedding(cfg.block_size, cfg.d_model) if learned else None
-        self.drop = nn.Dropout(cfg.dropout)
-        self.blocks = nn.ModuleList([gpt_block(cfg, l) for l in range(cfg.depth)])
-        self.norm = LayerNorm(cfg.d_model, eps=cfg.norm_eps)
-        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)     # (V, D), rows g_w
-        if cfg.tie_weights: self.head.weight = self.tok_emb.weight
-        self._init_weights()
-
-    def _init_weights(self):
-        "GPT-2's initialisation: N(0, 0.02), zero biases, residual projections shrunk with depth"
-        for name, p in self.named_parameters():
-            if p.ndim == 2: nn.init.normal_(p, std=0.02)
-            elif name.endswith('bias'): nn.init.zeros_(p)
-            if name.endswith(('attn.to_out.weight', 'mlp.fc2.weight')):  # they write into the
-                nn.init.normal_(p, std=0.02 / math.sqrt(2 * self.cfg.depth))  # residual stream
-
-    def new_caches(self) -> list[KVCache]:
-        "One empty `KVCache` per block, for `forward(..., caches=)`"
-        return [KVCache() for _ in self.blocks]
-
-    def check_ids(self, idx:Tensor, # (B, N) token ids
-                  past:int=0,       # tokens already in a KV cache
-                 ):
-        "Raise `ValueError` for a wrong shape, a too long sequence or ids outside the vocabulary"
-        V, block_size = self.cfg.vocab_size, self.cfg.block_size
-        if idx.ndim != 2:
-            raise ValueError(f"idx must be (B, N) token ids, got shape {tuple(idx.shape)}")
-        if past + idx.shape[1] > block_size:
-            raise ValueError(f"sequence length {past + idx.shape[1]} exceeds the context length "
-                             f"block_size={block_size}")
-        if idx.numel() and (idx.min() < 0 or idx.max() >= V):
-            raise ValueError(f"token ids must be in [0, {V}) for vocab_size={V}; "
-                             f"got min {idx.min().item()}, max {idx.max().item()}")
-
-    def forward(self, idx:Tensor,                  # (B, N) token ids
-                *,
-                caches:list[KVCache]|None=None,    # one per block: `idx` continues their tokens
-               ) -> Tensor:                        # (B, N, V) next-token logits after each prefix
-        "Logits for the token after every prefix; with `caches`, attend to the cached tokens too"
-        if caches is not None and len(caches) != len(self.blocks):
-            raise ValueError(f"need one KVCache per block: got {len(caches)} for "
-                             f"{len(self.blocks)} blocks")
-        past = 0 if caches is None else len(caches[0])                     # tokens already seen
-        self.check_ids(idx, past=past)
-        x = self.tok_emb(idx)                                               # (B, N, D)
-        if self.pos_emb is not None: x = self.pos_emb(x, offset=past)       # RoPE: in attention
-        x = self.drop(x)
-        for blk, cache in zip(self.blocks, caches or [None] * len(self.blocks)):
-            x = blk(x, is_causal=True, cache=cache)                         # (B, N, D)
-        return self.head(self.norm(x))                                      # (B, N, V)
-
-# %% ../nbs/08_gpt.ipynb #5ba1b64e
-def lm_objective(model:nn.Module,             # maps (B, N) token ids to (B, N, V) logits
-                 batch:tuple[Tensor, Tensor], # (x, y) windows, (B, N) each
-                ) -> Tensor:                  # the mean next-token cross-entropy
-    "`fit`'s objective for `(x, y)` windows: `lm_loss` of `model(x)`, y = x shifted by one"
-    x, y = batch
-    return lm_loss(model(x), y)
-
 # %% ../nbs/08_gpt.ipynb #526161ec
 def sample_next(logits:Tensor,             # (B, V) logits of the next token
                 *,
                 temperature:float=1.0,     # 0 = greedy (argmax)
-                top_k:int|None=None,       # keep only the k most likely tokens
+                top_k:int|None=None,       # keep only the k most likely tokens (0 or None: all)
                 generator:torch.Generator|None=None,
                ) -> Tensor:                # (B, 1) sampled token ids
     "Draw the next token from `softmax(logits / temperature)` restricted to the top k"
     if temperature < 0: raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if top_k is not None and top_k < 0:
+        raise ValueError(f"top_k must be >= 0 (0 or None: no cut), got {top_k}")
     if temperature == 0: return logits.argmax(-1, keepdim=True)
     logits = logits.float() / temperature
-    if top_k is not None:
+    if top_k:                                                         # 0 or None: every token
         k = min(top_k, logits.shape[-1])
         kth = logits.topk(k, dim=-1).values[:, -1:]                   # (B, 1) k-th largest logit
         logits = logits.masked_fill(logits < kth, float('-inf'))
     return torch.multinomial(logits.softmax(-1), 1, generator=generator)
-
-# %% ../nbs/08_gpt.ipynb #471e9a78
-@torch.no_grad()
-def generate_tokens(model:GPTCore,       # a `GPTCore`, or a `GPT` (whose `generate` this is)
-                    idx:Tensor,          # (B, N) prompt token ids
-                    max_new_tokens:int,  # how many tokens to append
-                    *,
-                    temperature:float=1.0, # 0 = greedy
-                    top_k:int|None=None,   # sample among the k most likely tokens only
-                    use_cache:bool=True,   # False = recompute the whole window at every step
-                    generator:torch.Generator|None=None,
-                   ) -> Tensor:            # (B, N + max_new_tokens)
-    "Sample tokens one at a time; the model reads the last `block_size` tokens at each step"
-    block_size, caches = model.cfg.block_size, None
-    with eval_mode(model):
-        for _ in range(max_new_tokens):
-            if not use_cache:
-                logits = model(idx[:, -block_size:])            # (B, N, V), N ≤ block_size
-            elif caches is None or len(caches[0]) == block_size:  # start, or the window
-                caches = model.new_caches()       # slides: every position changes, so refill
-                logits = model(idx[:, -block_size:], caches=caches)  # from the whole window
-            else:
-                logits = model(idx[:, -1:], caches=caches)              # the newest token only
-            nxt = sample_next(logits[:, -1], temperature=temperature, top_k=top_k,
-                              generator=generator)                      # (B, 1)
-            idx = torch.cat([idx, nxt], dim=1)
-    return idx
 
 # %% ../nbs/08_gpt.ipynb #a3324c11
 def gpt2_config(c,                        # a `transformers.GPT2Config`
@@ -216,10 +121,100 @@ def gpt2_state_dict(sd:dict[str, Tensor], # a `GPT2LMHeadModel`'s state dict
     return ours
 
 # %% ../nbs/08_gpt.ipynb #f757d25c
-class GPT(GPTCore):
-    "The book's GPT: `GPTCore` with `fit`'s objective, sampling, and GPT-2's weights"
-    objective = staticmethod(lm_objective)  # fit(model, dl, objective=GPT.objective)
-    generate = generate_tokens              # model.generate(idx, max_new_tokens, ...)
+class GPT(nn.Module):
+    "Decoder-only LM (GPT-2's architecture): embeddings, causal pre-norm blocks, LM head; sampling"
+    def __init__(self, cfg:GPTConfig, # sizes and options
+                ):
+        super().__init__()
+        if cfg.pos not in ('learned', 'rope'):
+            raise ValueError(f"pos must be 'learned' or 'rope', got {cfg.pos!r}")
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)             # (V, D)
+        learned = cfg.pos == 'learned'                  # else RoPE: no table, no parameters
+        self.pos_emb = LearnedPositionEmbedding(cfg.block_size, cfg.d_model) if learned else None
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList([gpt_block(cfg, l) for l in range(cfg.depth)])
+        self.norm = LayerNorm(cfg.d_model, eps=cfg.norm_eps)
+        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)     # (V, D), rows g_w
+        if cfg.tie_weights: self.head.weight = self.tok_emb.weight
+        self._init_weights()
+
+    def _init_weights(self):
+        "GPT-2's initialisation: N(0, 0.02), zero biases, residual projections shrunk with depth"
+        for name, p in self.named_parameters():
+            if p.ndim == 2: nn.init.normal_(p, std=0.02)
+            elif name.endswith('bias'): nn.init.zeros_(p)
+            if name.endswith(('attn.to_out.weight', 'mlp.fc2.weight')):  # they write into the
+                nn.init.normal_(p, std=0.02 / math.sqrt(2 * self.cfg.depth))  # residual stream
+
+    def new_caches(self) -> list[KVCache]:
+        "One empty `KVCache` per block, for `forward(..., caches=)`"
+        return [KVCache() for _ in self.blocks]
+
+    def forward(self, idx:Tensor,                  # (B, N) token ids
+                *,
+                caches:list[KVCache]|None=None,    # one per block: `idx` continues their tokens
+               ) -> Tensor:                        # (B, N, V) next-token logits after each prefix
+        "Logits for the token after every prefix; with `caches`, attend to the cached tokens too"
+        if caches is not None and len(caches) != len(self.blocks):
+            raise ValueError(f"need one KVCache per block: got {len(caches)} for "
+                             f"{len(self.blocks)} blocks")
+        if idx.ndim != 2:
+            raise ValueError(f"idx must be (B, N) token ids, got shape {tuple(idx.shape)}")
+        past = 0 if caches is None else len(caches[0])                     # tokens already seen
+        if past + idx.shape[1] > self.cfg.block_size:
+            raise ValueError(f"sequence length {past + idx.shape[1]} exceeds the context length "
+                             f"block_size={self.cfg.block_size}")
+        x = self.tok_emb(idx)                                               # (B, N, D)
+        if self.pos_emb is not None: x = self.pos_emb(x, offset=past)       # RoPE: in attention
+        x = self.drop(x)
+        for blk, cache in zip(self.blocks, caches or [None] * len(self.blocks)):
+            x = blk(x, is_causal=True, cache=cache)                         # (B, N, D)
+        return self.head(self.norm(x))                                      # (B, N, V)
+
+    def check_ids(self, idx:Tensor, # token ids, any shape
+                 ):
+        "Raise `ValueError` for ids outside the vocabulary; reads the values, so not in `forward`"
+        V = self.cfg.vocab_size
+        if idx.numel() == 0: return
+        lo, hi = idx.min().item(), idx.max().item()     # values to Python: a host sync on a GPU
+        if lo < 0 or hi >= V:
+            raise ValueError(f"token ids must be in [0, {V}) for vocab_size={V}; "
+                             f"got min {lo}, max {hi}")
+
+    @staticmethod
+    def objective(model:nn.Module,             # maps (B, N) token ids to (B, N, V) logits
+                  batch:tuple[Tensor, Tensor], # (x, y) windows, (B, N) each
+                 ) -> Tensor:                  # the mean next-token cross-entropy
+        "`fit`'s objective for `(x, y)` windows: `lm_loss` of `model(x)`, y = x shifted by one"
+        x, y = batch
+        return lm_loss(model(x), y)
+
+    @torch.no_grad()
+    def generate(self, idx:Tensor,          # (B, N) prompt token ids
+                 max_new_tokens:int,        # how many tokens to append
+                 *,
+                 temperature:float=1.0,     # 0 = greedy
+                 top_k:int|None=None,       # sample among the k most likely tokens only (0: all)
+                 use_cache:bool=True,       # False = recompute the whole window at every step
+                 generator:torch.Generator|None=None,
+                ) -> Tensor:                # (B, N + max_new_tokens)
+        "Sample tokens one at a time; the model reads the last `block_size` tokens at each step"
+        self.check_ids(idx)                       # once: the ids appended below are in range
+        block_size, caches = self.cfg.block_size, None
+        with eval_mode(self):
+            for _ in range(max_new_tokens):
+                if not use_cache:
+                    logits = self(idx[:, -block_size:])             # (B, N, V), N ≤ block_size
+                elif caches is None or len(caches[0]) == block_size:  # start, or the window
+                    caches = self.new_caches()    # slides: every position changes, so refill
+                    logits = self(idx[:, -block_size:], caches=caches)  # from the whole window
+                else:
+                    logits = self(idx[:, -1:], caches=caches)               # the newest token
+                nxt = sample_next(logits[:, -1], temperature=temperature, top_k=top_k,
+                                  generator=generator)                      # (B, 1)
+                idx = torch.cat([idx, nxt], dim=1)
+        return idx
 
     @classmethod
     def from_hf(cls, hf,           # a `transformers.GPT2LMHeadModel`

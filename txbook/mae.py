@@ -16,7 +16,7 @@ from .vit import ViT, patchify
 from .poslabels import APLHead
 
 # %% auto #0
-__all__ = ['PosLayout', 'Masking', 'random_masking', 'sincos_2d_layout', 'MAEBase', 'MAEOutput', 'PlainMAE', 'MAE']
+__all__ = ['PosLayout', 'Masking', 'random_masking', 'sincos_2d_layout', 'MAEOutput', 'MAE']
 
 # %% ../nbs/17_mae.ipynb #246ea769
 class Masking(NamedTuple):
@@ -57,17 +57,32 @@ def sincos_2d_layout(gh:int, gw:int, d:int,      # grid rows h, columns w, width
     deinterleave = lambda h: torch.cat([h[:, 0::2], h[:, 1::2]], dim=1)   # -> sines | cosines
     return torch.cat([deinterleave(col), deinterleave(row)], dim=1)
 
-# %% ../nbs/17_mae.ipynb #643ee1b9
-class MAEBase(nn.Module):
-    "MAE's two networks around a book `ViT`: the encoder on the visible patches, a light decoder"
+# %% ../nbs/17_mae.ipynb #0b86f27f
+class MAEOutput(NamedTuple):
+    loss: Tensor            # scalar: reconstruction loss + λ · position loss
+    recon_loss: Tensor      # scalar: MSE on the hidden patches
+    position_loss: Tensor   # scalar (0 without an APL head)
+    pred: Tensor            # (B, N, C·S·S) predicted pixels of every patch
+    mask: Tensor            # (B, N) bool, True = hidden
+
+class MAE(nn.Module):
+    "He et al.'s masked autoencoder around a book `ViT`; with an APL head, MAE + APL"
     def __init__(self, encoder:ViT,               # the ViT to pre-train (use pos='sincos', as MAE)
-                 *, dec_dim:int=64,               # D_d, decoder width
+                 *, mask_ratio:float=0.75,        # r
+                 norm_pix_loss:bool=False,        # targets: pixels normalised per patch
+                 dec_dim:int=64,                  # D_d, decoder width
                  dec_depth:int=2,                 # decoder blocks
-                 dec_heads:int=4,
+                 dec_heads:int=4,                 # decoder heads
                  pos_layout:PosLayout='mae',      # feature order of the decoder's sin-cos positions
+                 apl:APLHead|None=None,           # MAE + APL: place the reconstructed patches
+                 lam:float=0.5,                   # λ for the position loss
                 ):
+        if not 0 <= mask_ratio < 1:
+            raise ValueError(f"mask_ratio must be in [0, 1), got {mask_ratio}")
         super().__init__()
         self.encoder = encoder
+        self.apl, self.lam = apl, lam
+        self.mask_ratio, self.norm_pix_loss = mask_ratio, norm_pix_loss
         D, (gh, gw), S = encoder.head.in_features, encoder.grid, encoder.patch_size
         self.decoder_embed = nn.Linear(D, dec_dim)
         self.mask_token = nn.Parameter(torch.randn(1, 1, dec_dim) * 0.02)
@@ -95,26 +110,6 @@ class MAEBase(nn.Module):
         y = self.decoder(torch.cat([y[:, :k], seq], dim=1) + self.dec_pos)     # (B, T, D_d)
         return self.decoder_pred(y[:, k:])                                      # (B, N, C·S·S)
 
-# %% ../nbs/17_mae.ipynb #0b86f27f
-class MAEOutput(NamedTuple):
-    loss: Tensor            # scalar: reconstruction loss + λ · position loss
-    recon_loss: Tensor      # scalar: MSE on the hidden patches
-    position_loss: Tensor   # scalar (0 without an APL head)
-    pred: Tensor            # (B, N, C·S·S) predicted pixels of every patch
-    mask: Tensor            # (B, N) bool, True = hidden
-
-class PlainMAE(MAEBase):
-    "He et al.'s MAE: random masks per image, the visible patches encoded, the hidden ones scored"
-    def __init__(self, encoder:ViT,               # the ViT to pre-train (use pos='sincos', as MAE)
-                 *, mask_ratio:float=0.75,        # r
-                 norm_pix_loss:bool=False,        # targets: pixels normalised per patch
-                 **decoder,                       # `MAEBase`'s: dec_dim, dec_depth, dec_heads, ...
-                ):
-        if not 0 <= mask_ratio < 1:
-            raise ValueError(f"mask_ratio must be in [0, 1), got {mask_ratio}")
-        super().__init__(encoder, **decoder)
-        self.mask_ratio, self.norm_pix_loss = mask_ratio, norm_pix_loss
-
     def targets(self, x:Tensor) -> Tensor:   # (B, C, I_h, I_w) -> (B, N, C·S·S)
         "The pixels to predict: the patches, normalised per patch if `norm_pix_loss`"
         t = patchify(x, self.encoder.patch_size)
@@ -138,34 +133,6 @@ class PlainMAE(MAEBase):
         pred = self.decode(self.encode_visible(x, m.ids_shuffle[:, :m.n_keep]), m.ids_restore)
         return pred, target, m
 
-    def forward(self, x:Tensor, **masking) -> MAEOutput:   # images; `reconstruct`'s options
-        "The MAE loss on the hidden patches, with the predictions and the masks"
-        pred, target, m = self.reconstruct(x, **masking)
-        rec = self.recon_loss(pred, target, m.mask)
-        return MAEOutput(rec, rec, rec.new_zeros(()), pred, m.mask)
-
-    @staticmethod
-    def objective(model:nn.Module,   # an `MAE`, or `fit`'s DDP or compiled wrapper of one
-                  batch,             # images (B, C, I_h, I_w), or (images, labels): labels ignored
-                 ) -> tuple[Tensor, dict[str, float]]:
-        "`fit`'s objective for pre-training: the MAE loss; logs both of its terms"
-        out = model(batch if isinstance(batch, Tensor) else batch[0])   # masks: the global RNG
-        return out.loss, {'recon': out.recon_loss.item(), 'position': out.position_loss.item()}
-
-# %% ../nbs/17_mae.ipynb #7f31a031
-class MAE(PlainMAE):
-    "MAE, or MAE + APL with a head: the shared encoder must place the reconstructed hidden patches"
-    def __init__(self, encoder:ViT,               # the ViT to pre-train (use pos='sincos', as MAE)
-                 *, apl:APLHead|None=None,        # MAE + APL: place the reconstructed patches
-                 lam:float=0.5,                   # λ for the position loss
-                 **options,                       # `PlainMAE`'s: mask_ratio, dec_dim, ...
-                ):
-        super().__init__(encoder, **options)
-        self.apl, self.lam = apl, lam
-        # keep txbook 0.1's parameter order (encoder, head, decoder): `fit`'s checkpoints store
-        for name in ('decoder_embed', 'decoder', 'decoder_pred'):   # the optimiser's state by
-            self._modules[name] = self._modules.pop(name)           # position, not by name
-
     def position_loss(self, pred:Tensor,         # (B, N, C·S·S) the decoder's output
                       ids_hidden:Tensor,         # (B, N − N_vis) the hidden patches
                      ) -> Tensor:                # scalar
@@ -176,10 +143,18 @@ class MAE(PlainMAE):
         return self.apl.loss(self.apl(z), ids_hidden)
 
     def forward(self, x:Tensor, **masking) -> MAEOutput:   # images; `reconstruct`'s options
-        "`PlainMAE`'s loss plus λ times the position loss of the reconstructed hidden patches"
+        "The loss on the hidden patches, plus λ times the position loss with an APL head"
         pred, target, m = self.reconstruct(x, **masking)
         rec = self.recon_loss(pred, target, m.mask)
         pos = rec.new_zeros(())
         if self.apl is not None and m.n_keep < pred.shape[1]:
             pos = self.position_loss(pred, m.ids_shuffle[:, m.n_keep:])
         return MAEOutput(rec + self.lam * pos, rec, pos, pred, m.mask)
+
+    @staticmethod
+    def objective(model:nn.Module,   # an `MAE`, or `fit`'s DDP or compiled wrapper of one
+                  batch,             # images (B, C, I_h, I_w), or (images, labels): labels ignored
+                 ) -> tuple[Tensor, dict[str, float]]:
+        "`fit`'s objective for pre-training: the MAE loss; logs both of its terms"
+        out = model(batch if isinstance(batch, Tensor) else batch[0])   # masks: the global RNG
+        return out.loss, {'recon': out.recon_loss.item(), 'position': out.position_loss.item()}

@@ -1,4 +1,4 @@
-"""Teach a ViT where its patches are: absolute and relative position labels as an auxiliary loss, and the shortcut a position embedding offers.
+"""Teach a ViT or a Swin where its patches are: absolute and relative position labels as an auxiliary loss, and the shortcut a position embedding offers.
 
 Docs: https://txbook.github.io/txbook/nbs/poslabels.html.md"""
 
@@ -11,10 +11,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from .losses import accuracy, classification_loss
+from .swin import Swin
 
 # %% auto #0
 __all__ = ['LabelKind', 'Halves', 'absolute_position_labels', 'relative_position_labels', 'absolute_position_classes',
-           'relative_position_classes', 'position_loss', 'APLHead', 'RPLHead', 'PositionLabelViT', 'PositionLabelSwin']
+           'relative_position_classes', 'position_loss', 'APLHead', 'RPLHead', 'position_label_objective',
+           'PositionLabelViT', 'PositionLabelSwin']
 
 # %% ../nbs/13_poslabels.ipynb #447e1eba
 def absolute_position_labels(gh:int,  # h, rows of the patch grid
@@ -148,6 +150,19 @@ class RPLHead(nn.Module):
         target = self.labels.expand(len(pred), *self.labels.shape)      # (B, N, N, 2) or (B, N, N)
         return position_loss(pred, target, kind=self.kind)
 
+# %% ../nbs/13_poslabels.ipynb #47af291b
+def position_label_objective(model:nn.Module,             # a position-label model, or fit's wrapper
+                             batch:tuple[Tensor, Tensor], # (images, labels)
+                            ) -> tuple[Tensor, dict[str, float]]: # loss, logs
+    "The joint loss as `fit`'s objective: CE + λ · position loss, called through the wrapper"
+    x, y = batch
+    logits, positions = model(x, return_positions=True)   # through the wrapper, for DDP
+    core = getattr(model, 'module', model)                 # the model itself (no wrapper)
+    pos = core.position_loss(positions)
+    ce = classification_loss(logits, y, label_smoothing=core.label_smoothing)
+    loss = ce + core.lam * pos
+    return loss, {'acc': accuracy(logits, y), 'position': pos.item()}
+
 # %% ../nbs/13_poslabels.ipynb #0360cf6e
 class PositionLabelViT(nn.Module):
     "A ViT with position-label heads on its final patch tokens; `objective`: CE + λ·position loss"
@@ -189,22 +204,14 @@ class PositionLabelViT(nn.Module):
     def objective(model:nn.Module,               # the model, or fit's DDP/compiled wrapper of it
                   batch:tuple[Tensor, Tensor],   # (images, labels)
                  ) -> tuple[Tensor, dict[str, float]]:
-        "`fit`'s objective: the joint loss; logs the accuracy and the position loss"
-        x, y = batch
-        logits, positions = model(x, return_positions=True)   # through the wrapper, for DDP
-        core = getattr(model, 'module', model)                 # the model itself (no wrapper)
-        pos = core.position_loss(positions)
-        ce = classification_loss(logits, y, label_smoothing=core.label_smoothing)
-        loss = ce + core.lam * pos
-        return loss, {'acc': accuracy(logits, y), 'position': pos.item()}
+        "`fit`'s objective: `position_label_objective`, CE + λ · the heads' position losses"
+        return position_label_objective(model, batch)
 
 # %% ../nbs/13_poslabels.ipynb #ebab57dc
-from .swin import Swin
-
 class PositionLabelSwin(nn.Module):
     "A Swin with a position-label head on its last stage's tokens; loss = CE + λ · position loss"
     def __init__(self, swin:Swin,                  # the classifier
-                 head:APLHead|RPLHead,             # `APLHead` or `RPLHead`, for the last stage's grid
+                 head:APLHead|RPLHead,             # for the last stage's grid
                  *, lam:float=0.5,                 # λ, weight of the position loss (code: 0.5)
                  label_smoothing:float=0.1,        # ε of the cross-entropy (Swin's recipe: 0.1)
                 ):
@@ -228,5 +235,10 @@ class PositionLabelSwin(nn.Module):
         "The head's position loss (`PositionLabelViT.position_loss` with one head)"
         return self.head.loss(pred)
 
-    objective = staticmethod(PositionLabelViT.objective)   # chapter 13's: CE + λ · position loss
+    @staticmethod
+    def objective(model:nn.Module,                 # the model, or fit's DDP/compiled wrapper of it
+                  batch:tuple[Tensor, Tensor],     # (images, labels)
+                 ) -> tuple[Tensor, dict[str, float]]:
+        "`fit`'s objective: `position_label_objective`, CE + λ · the head's position loss"
+        return position_label_objective(model, batch)
 

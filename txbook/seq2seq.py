@@ -10,10 +10,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from .mhsa import KVCache
-from .blocks import Encoder, Decoder
+from .blocks import Activation, Encoder, Decoder
 
 # %% auto #0
-__all__ = ['EncoderDecoder', 'Transformer']
+__all__ = ['Transformer']
 
 # %% ../nbs/06_seq2seq.ipynb #16bdd028
 def _padding_mask(keep:Tensor|None, # (B, M) bool, True = a real token, False = PAD
@@ -40,8 +40,8 @@ def _learned_positions(table:nn.Embedding, # the learned position table, `max_le
     return table(torch.arange(offset, offset + n, device=table.weight.device))
 
 # %% ../nbs/06_seq2seq.ipynb #bc6a7a83
-class EncoderDecoder(nn.Module):
-    "Encoder–decoder on token ids: embeddings + positions, `Encoder`, `Decoder`, linear head"
+class Transformer(nn.Module):
+    "Encoder–decoder on token ids: embeddings + positions, `Encoder`, `Decoder`, head; `generate`"
     def __init__(self, src_vocab:int,             # source vocabulary size
                  tgt_vocab:int,                   # target vocabulary size (with the start token)
                  d_model:int,                     # D
@@ -50,14 +50,21 @@ class EncoderDecoder(nn.Module):
                  depth:int=2,                     # encoder blocks
                  dec_depth:int|None=None,         # decoder blocks (default `depth`)
                  max_len:int=256,                 # longest sequence the position table covers
-                 **block_kw,                      # passed to every block
+                 d_mlp:int|None=None,             # D_mlp of every block (default 4D)
+                 dropout:float=0.0,               # on attention weights and each residual branch
+                 norm_first:bool=True,            # pre-norm (True) or post-norm blocks
+                 activation:Activation='gelu',
+                 bias:bool=True,
+                 norm_eps:float=1e-5,             # eps of every LayerNorm
                 ):
         super().__init__()
+        blocks = dict(d_mlp=d_mlp, dropout=dropout, norm_first=norm_first,
+                      activation=activation, bias=bias, norm_eps=norm_eps)   # both stacks'
         self.src_emb = nn.Embedding(src_vocab, d_model)
         self.tgt_emb = nn.Embedding(tgt_vocab, d_model)
         self.pos_emb = nn.Embedding(max_len, d_model)    # learned positions (chapter 4 compares)
-        self.encoder = Encoder(d_model, n_heads, depth, **block_kw)
-        self.decoder = Decoder(d_model, n_heads, dec_depth or depth, **block_kw)
+        self.encoder = Encoder(d_model, n_heads, depth, **blocks)
+        self.decoder = Decoder(d_model, n_heads, dec_depth or depth, **blocks)
         self.head = nn.Linear(d_model, tgt_vocab)
 
     def embed(self, ids:Tensor,      # (B, N) token ids
@@ -97,13 +104,10 @@ class EncoderDecoder(nn.Module):
                 src_keep:Tensor|None=None,       # (B, M) bool, False = PAD
                 tgt_keep:Tensor|None=None,       # (B, N) bool, False = PAD
                ) -> Tensor:                      # logits (B, N, V)
+        "Teacher forcing: `encode` the source, then `decode` the whole target in one pass"
         memory = self.encode(src, src_keep=src_keep)
         return self.decode(tgt, memory, src_keep=src_keep, tgt_keep=tgt_keep)
 
-
-# %% ../nbs/06_seq2seq.ipynb #d5e379e9
-class Transformer(EncoderDecoder):
-    "An `EncoderDecoder` that decodes greedily: `generate`"
     @torch.no_grad()
     def generate(self, src:Tensor,  # (B, M) source ids
                  max_new:int,       # largest number of tokens to produce
@@ -135,4 +139,3 @@ class Transformer(EncoderDecoder):
         if out.shape[1] < max_new:                           # stopped early: fill with PAD
             out = F.pad(out, (0, max_new - out.shape[1]), value=pad)
         return out
-

@@ -1,4 +1,4 @@
-"""Patch merging and stages of the previous page's shifted-window blocks: the Swin Transformer assembled, matched to Hugging Face's, its linear cost measured against the ViT, and the slides' ablations and the position-label table rerun on a CPU.
+"""Patch merging and stages of the previous page's shifted-window blocks: the Swin Transformer assembled, matched to Hugging Face's, its linear cost measured against the ViT, and the slides' ablations rerun on a CPU.
 
 Docs: https://txbook.github.io/txbook/nbs/swin.html.md"""
 
@@ -18,8 +18,7 @@ from .foreign import pair, load_into, rename, take, check_unused, hf_activation 
 from .vit import hf_block                    # chapter 10: one Hugging Face pre-norm block
 
 # %% auto #0
-__all__ = ['PatchMerging', 'swin_grids', 'SwinStage', 'swin_stages', 'SwinBackbone', 'Swin', 'swin_hf_options',
-           'swin_hf_state_dict']
+__all__ = ['PatchMerging', 'swin_grids', 'SwinStage', 'Swin', 'swin_hf_options', 'swin_hf_state_dict']
 
 # %% ../nbs/12_swin.ipynb #12f026c3
 class PatchMerging(nn.Module):
@@ -60,6 +59,7 @@ def swin_grids(grid:tuple[int, int], # (h, w), the first stage's token grid
             raise ValueError(f"stage {s + 1} has a {h}x{w} grid, smaller than the window {window}")
     return grids
 
+# %% ../nbs/12_swin.ipynb #de361419
 class SwinStage(nn.ModuleList):
     "`depth` Swin blocks on one grid, the shift alternating between 0 and G//2"
     def __init__(self, d_model:int,           # D of this stage
@@ -69,46 +69,35 @@ class SwinStage(nn.ModuleList):
                  *,
                  shifted:bool=True,           # False: never shift (the ablation)
                  drop_path:Sequence[float]|None=None, # a stochastic-depth rate per block (0)
-                 **block_kw,                  # the other options of `SwinBlock`
+                 mlp_ratio:float=4.0,         # MLP width int(mlp_ratio · D)
+                 qkv_bias:bool=True,          # bias of the query/key/value projection
+                 rel_pos:bool=True,           # relative position bias in every attention
+                 dropout:float=0.0,           # on the attention and MLP outputs
+                 attn_dropout:float=0.0,      # on the attention weights
+                 norm_eps:float=1e-5,         # LayerNorm eps of the blocks
+                 activation:Activation='gelu', # of the MLP
                 ):
         rates = [0.0] * depth if drop_path is None else list(drop_path)
         if len(rates) != depth:
             raise ValueError(f"{len(rates)} drop_path rates for {depth} blocks")
         shifts = [window // 2 if shifted and i % 2 else 0 for i in range(depth)]
-        super().__init__(SwinBlock(d_model, n_heads, window, shifts[i], drop_path=rates[i],
-                                   **block_kw) for i in range(depth))
+        super().__init__(SwinBlock(d_model, n_heads, window, shifts[i], mlp_ratio=mlp_ratio,
+                                   qkv_bias=qkv_bias, rel_pos=rel_pos, dropout=dropout,
+                                   attn_dropout=attn_dropout, drop_path=rates[i],
+                                   norm_eps=norm_eps, activation=activation)
+                         for i in range(depth))
 
     def forward(self, x:Tensor, grid:tuple[int, int]) -> Tensor:   # (B, h·w, D) -> (B, h·w, D)
         for blk in self: x = blk(x, grid)
         return x
 
-# %% ../nbs/12_swin.ipynb #5ae94ad3
-def swin_stages(d_model:int,            # D, the first stage's width (it doubles at each merge)
-                depths:Sequence[int],   # blocks per stage
-                n_heads:Sequence[int],  # heads per stage
-                window:int,             # G
-                *,
-                shifted:bool=True,      # shift the windows in every second block
-                drop_path:float=0.0,    # stochastic depth, rising linearly from 0 to this
-                **block_kw,             # the other options of `SwinBlock`
-               ) -> tuple[nn.ModuleList, nn.ModuleList]: # the stages, the mergings between them
-    "Every stage's blocks, the width doubling, and the patch mergings between the stages"
-    if len(depths) != len(n_heads):
-        raise ValueError(f"depths {tuple(depths)} and n_heads {tuple(n_heads)} differ in length")
-    rates = [drop_path * i / max(sum(depths) - 1, 1) for i in range(sum(depths))]  # per block
-    ends = [sum(depths[:s]) for s in range(len(depths) + 1)]     # each stage's first block
-    stages = nn.ModuleList(SwinStage(d_model * 2 ** s, H, L, window, shifted=shifted,
-                                     drop_path=rates[ends[s]:ends[s + 1]], **block_kw)
-                           for s, (L, H) in enumerate(zip(depths, n_heads)))
-    merges = nn.ModuleList(PatchMerging(d_model * 2 ** s) for s in range(len(depths) - 1))
-    return stages, merges
-
-# %% ../nbs/12_swin.ipynb #bb0345ef
-class SwinBackbone(nn.Module):
-    "Swin without its head: patch embedding, stages of (shifted) window blocks, patch merging"
+# %% ../nbs/12_swin.ipynb #c4951aae
+class Swin(nn.Module):
+    "Swin Transformer: patch embedding, stages of shifted-window blocks and merges, a linear head"
     def __init__(self, *, img_size:int|tuple[int, int], # image side, or (height, width)
                  patch_size:int,            # S
                  in_chans:int,              # C
+                 n_classes:int,             # K
                  d_model:int,               # D, width of the first stage (doubles at each merge)
                  depths:tuple[int, ...],    # blocks per stage
                  n_heads:tuple[int, ...],   # heads per stage
@@ -117,14 +106,17 @@ class SwinBackbone(nn.Module):
                  shifted:bool=True,         # shift the windows in every second block
                  rel_pos:bool=True,         # relative position bias in every attention
                  abs_pos:bool=False,        # learned absolute position embedding of the patches
-                 qkv_bias:bool=True,
+                 qkv_bias:bool=True,        # bias of the query/key/value projections
                  dropout:float=0.0,         # on the embeddings, attention and MLP outputs
                  attn_dropout:float=0.0,    # on the attention weights
                  drop_path:float=0.0,       # stochastic depth, rising linearly from 0 to this
                  norm_eps:float=1e-5,       # LayerNorm eps in the blocks and the final norm
-                 activation:Activation='gelu',
+                 activation:Activation='gelu', # of the MLPs
                 ):
         super().__init__()
+        if len(depths) != len(n_heads):
+            raise ValueError(f"depths {tuple(depths)} and n_heads {tuple(n_heads)} "
+                             f"differ in length")
         self.img_size, self.grid = image_grid(img_size, patch_size)  # the first stage's grid
         self.patch_size, self.in_chans = patch_size, in_chans
         self.window, self.depths = window, tuple(depths)
@@ -134,11 +126,18 @@ class SwinBackbone(nn.Module):
         N = self.grid[0] * self.grid[1]
         self.pos_emb = nn.Parameter(torch.randn(1, N, d_model) * 0.02) if abs_pos else None
         self.drop = nn.Dropout(dropout)
-        self.stages, self.merges = swin_stages(d_model, depths, n_heads, window, shifted=shifted,
-            drop_path=drop_path, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, rel_pos=rel_pos,
-            dropout=dropout, attn_dropout=attn_dropout, norm_eps=norm_eps, activation=activation)
-        self.d_out = d_model * 2 ** (len(depths) - 1)
+        rates = [drop_path * i / max(sum(depths) - 1, 1) for i in range(sum(depths))]  # per block
+        ends = [sum(depths[:s]) for s in range(len(depths) + 1)]     # each stage's first block
+        self.stages = nn.ModuleList(
+            SwinStage(d_model * 2 ** s, H, L, window, shifted=shifted,
+                      drop_path=rates[ends[s]:ends[s + 1]], mlp_ratio=mlp_ratio, qkv_bias=qkv_bias,
+                      rel_pos=rel_pos, dropout=dropout, attn_dropout=attn_dropout,
+                      norm_eps=norm_eps, activation=activation)
+            for s, (L, H) in enumerate(zip(depths, n_heads)))
+        self.merges = nn.ModuleList(PatchMerging(d_model * 2 ** s) for s in range(len(depths) - 1))
+        self.d_out = d_model * 2 ** (len(depths) - 1)                 # the last stage's width
         self.norm = nn.LayerNorm(self.d_out, eps=norm_eps)
+        self.head = nn.Linear(self.d_out, n_classes)
 
     def stage_grids(self, grid:tuple[int, int]) -> list[tuple[int, int]]:
         "The token grid of every stage for a first-stage `grid` (`swin_grids`)"
@@ -164,14 +163,6 @@ class SwinBackbone(nn.Module):
             t = stage(t, grids[s])                                 # (B, N_s, D_s)
             if s < len(self.merges): t = self.merges[s](t, grids[s])
         return self.norm(t)
-
-# %% ../nbs/12_swin.ipynb #83f16c38
-class Swin(SwinBackbone):
-    "Swin Transformer classifier: a `SwinBackbone`, the average of its last tokens, a linear head"
-    def __init__(self, *, n_classes:int, # K
-                 **kw):                  # the options of `SwinBackbone`
-        super().__init__(**kw)
-        self.head = nn.Linear(self.d_out, n_classes)
 
     def forward_head(self, feats:Tensor) -> Tensor:   # (B, N, D) -> (B, K)
         "Average the final tokens and apply the linear head"

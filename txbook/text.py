@@ -1,4 +1,4 @@
-"""Characters as tokens, random windows of a long text as batches (and as a loader for `fit`), and a loss estimate on held-out text; chapter 7's byte-pair encoding is exported here too.
+"""Characters as tokens, subword tokens learned from a text by byte-pair encoding, random windows of a long text as batches (and as a loader for `fit`), and a loss estimate on held-out text.
 
 Docs: https://txbook.github.io/txbook/nbs/text.html.md"""
 
@@ -6,13 +6,16 @@ Docs: https://txbook.github.io/txbook/nbs/text.html.md"""
 
 # %% ../nbs/05_text.ipynb #9dff442f
 from __future__ import annotations
+import math, re
+from collections import Counter
 import torch
 from torch import nn, Tensor
 from .core import eval_mode
 from .losses import lm_loss
 
 # %% auto #0
-__all__ = ['CharTokenizer', 'get_batch', 'estimate_loss', 'Windows', 'SPECIALS', 'pre_tokenize', 'pair_counts', 'merge_word', 'learn_merges', 'BPETokenizer']
+__all__ = ['SPECIALS', 'CharTokenizer', 'pre_tokenize', 'pair_counts', 'merge_word', 'learn_merges', 'BPETokenizer', 'get_batch',
+           'estimate_loss', 'Windows']
 
 # %% ../nbs/05_text.ipynb #051ef6a0
 class CharTokenizer:
@@ -33,6 +36,100 @@ class CharTokenizer:
     def decode(self, ids) -> str: # a sequence or 1-D tensor of token ids
         "The text the ids stand for"
         return ''.join(self.chars[int(i)] for i in ids)
+
+# %% ../nbs/05_text.ipynb #f2c3d4e5
+def pre_tokenize(text:str) -> list[str]:
+    "Split at spaces and hyphens; the separator starts the next piece (GPT-2 style)"
+    return re.findall(r'[ -]?[^ -]+|[ -]', text)
+
+def pair_counts(words:dict[tuple[str, ...], int], # word (as symbols) -> frequency
+               ) -> Counter:                      # (left, right) -> frequency
+    "How often each pair of adjacent symbols occurs, weighted by word frequency"
+    c = Counter()
+    for w, f in words.items():
+        for pair in zip(w, w[1:]): c[pair] += f
+    return c
+
+def merge_word(w:tuple[str, ...], # a word as symbols
+               pair:tuple[str, str], # the pair to merge
+              ) -> tuple[str, ...]:
+    "Replace every occurrence of `pair` in `w` (left to right) by one symbol"
+    out, i = [], 0
+    while i < len(w):
+        if i + 1 < len(w) and (w[i], w[i + 1]) == pair:
+            out.append(w[i] + w[i + 1]); i += 2
+        else:
+            out.append(w[i]); i += 1
+    return tuple(out)
+
+def learn_merges(texts:list[str], # training text
+                 n_merges:int,    # merges to learn (the vocabulary grows by one each)
+                ) -> tuple[list[str], list[tuple[str, str]]]: # the alphabet, the merges in order
+    "Byte-pair encoding: repeatedly fuse the most frequent adjacent pair into one symbol"
+    words = Counter(tuple(w) for t in texts for w in pre_tokenize(t))
+    chars = sorted({c for w in words for c in w})
+    merges = []
+    for _ in range(n_merges):
+        counts = pair_counts(words)
+        if not counts: break                                 # every word is one symbol
+        best = max(counts, key=lambda p: (counts[p], p))     # ties: the larger pair
+        merges.append(best)
+        words = Counter({merge_word(w, best): f for w, f in words.items()})
+    return chars, merges
+
+# %% ../nbs/05_text.ipynb #e7b8c9d0
+SPECIALS = ('<pad>', '<bos>', '<eos>')     # ids 0, 1, 2
+
+class BPETokenizer:
+    "Byte-pair encoding over characters: learned merges, PAD/BOS/EOS and language tags"
+    def __init__(self, chars:list[str],                # the base alphabet
+                 merges:list[tuple[str, str]],         # learned merges, in order
+                 tags:tuple[str, ...]=(),              # extra special tokens, e.g. '<2de>'
+                ):
+        self.merges, self.rank = list(merges), {p: i for i, p in enumerate(merges)}
+        self.itos = list(SPECIALS) + list(tags) + sorted(chars) + [a + b for a, b in merges]
+        self.stoi = {s: i for i, s in enumerate(self.itos)}
+        self.pad, self.bos, self.eos = 0, 1, 2
+        self.n_special = len(SPECIALS) + len(tags)          # ids below this are not text
+        self.chars, self._cache = set(chars), {}
+
+    @classmethod
+    def learn(cls, texts:list[str], n_merges:int, *, tags:tuple[str, ...]=()) -> BPETokenizer:
+        "A tokenizer with the alphabet and `n_merges` merges learned from `texts`"
+        return cls(*learn_merges(texts, n_merges), tags)
+
+    def __len__(self): return len(self.itos)
+
+    def _word(self, w:str) -> tuple[str, ...]:
+        "Apply the merges to one pre-token, lowest rank first (as they were learned)"
+        if w in self._cache: return self._cache[w]
+        bad = [c for c in w if c not in self.chars]
+        if bad: raise ValueError(f"unknown character {bad[0]!r} in {w!r}")
+        s = tuple(w)
+        while len(s) > 1:
+            pair = min(zip(s, s[1:]), key=lambda p: self.rank.get(p, math.inf))
+            if pair not in self.rank: break
+            s = merge_word(s, pair)
+        self._cache[w] = s
+        return s
+
+    def tokens(self, text:str) -> list[str]:
+        "The subword strings of `text`"
+        return [t for w in pre_tokenize(text) for t in self._word(w)]
+
+    def encode(self, text:str, *, tag:str|None=None, bos:bool=False, eos:bool=True) -> list[int]:
+        "Token ids of `text`: [tag] [BOS] subwords [EOS]"
+        if tag is not None and tag not in self.stoi: raise ValueError(f"unknown tag {tag!r}")
+        ids = [self.stoi[t] for t in self.tokens(text)]
+        return ([self.stoi[tag]] if tag else []) + [self.bos] * bos + ids + [self.eos] * eos
+
+    def decode(self, ids) -> str:
+        "The text of `ids`, stopping at EOS, skipping PAD, BOS and tags"
+        out = []
+        for i in (ids.tolist() if isinstance(ids, Tensor) else ids):
+            if i == self.eos: break
+            if i >= self.n_special: out.append(self.itos[i])
+        return ''.join(out)
 
 # %% ../nbs/05_text.ipynb #47a2535e
 def get_batch(data:Tensor,         # (n_tokens,) token ids of the whole text
@@ -93,102 +190,3 @@ class Windows:
         for i in range(self.n_batches):           # draw the skipped batches too: same windows
             batch = get_batch(self.data, self.block_size, self.batch_size, generator=g)
             if i >= self.start: yield batch
-
-# %% ../nbs/07_translate.ipynb #2c29521c
-import math, re
-from collections import Counter
-from torch import Tensor
-
-# %% ../nbs/07_translate.ipynb #dbd2d761
-def pre_tokenize(text:str) -> list[str]:
-    "Split at spaces and hyphens; the separator starts the next piece (GPT-2 style)"
-    return re.findall(r'[ -]?[^ -]+|[ -]', text)
-
-def pair_counts(words:dict[tuple[str, ...], int], # word (as symbols) -> frequency
-               ) -> Counter:                      # (left, right) -> frequency
-    "How often each pair of adjacent symbols occurs, weighted by word frequency"
-    c = Counter()
-    for w, f in words.items():
-        for pair in zip(w, w[1:]): c[pair] += f
-    return c
-
-def merge_word(w:tuple[str, ...], # a word as symbols
-               pair:tuple[str, str], # the pair to merge
-              ) -> tuple[str, ...]:
-    "Replace every occurrence of `pair` in `w` (left to right) by one symbol"
-    out, i = [], 0
-    while i < len(w):
-        if i + 1 < len(w) and (w[i], w[i + 1]) == pair:
-            out.append(w[i] + w[i + 1]); i += 2
-        else:
-            out.append(w[i]); i += 1
-    return tuple(out)
-
-def learn_merges(texts:list[str], # training text
-                 n_merges:int,    # merges to learn (the vocabulary grows by one each)
-                ) -> tuple[list[str], list[tuple[str, str]]]: # the alphabet, the merges in order
-    "Byte-pair encoding: repeatedly fuse the most frequent adjacent pair into one symbol"
-    words = Counter(tuple(w) for t in texts for w in pre_tokenize(t))
-    chars = sorted({c for w in words for c in w})
-    merges = []
-    for _ in range(n_merges):
-        counts = pair_counts(words)
-        if not counts: break                                 # every word is one symbol
-        best = max(counts, key=lambda p: (counts[p], p))     # ties: the larger pair
-        merges.append(best)
-        words = Counter({merge_word(w, best): f for w, f in words.items()})
-    return chars, merges
-
-# %% ../nbs/07_translate.ipynb #c205a0bb
-SPECIALS = ('<pad>', '<bos>', '<eos>')     # ids 0, 1, 2
-
-class BPETokenizer:
-    "Byte-pair encoding over characters: learned merges, PAD/BOS/EOS and language tags"
-    def __init__(self, chars:list[str],                # the base alphabet
-                 merges:list[tuple[str, str]],         # learned merges, in order
-                 tags:tuple[str, ...]=(),              # extra special tokens, e.g. '<2de>'
-                ):
-        self.merges, self.rank = list(merges), {p: i for i, p in enumerate(merges)}
-        self.itos = list(SPECIALS) + list(tags) + sorted(chars) + [a + b for a, b in merges]
-        self.stoi = {s: i for i, s in enumerate(self.itos)}
-        self.pad, self.bos, self.eos = 0, 1, 2
-        self.n_special = len(SPECIALS) + len(tags)          # ids below this are not text
-        self.chars, self._cache = set(chars), {}
-
-    @classmethod
-    def learn(cls, texts:list[str], n_merges:int, *, tags:tuple[str, ...]=()) -> BPETokenizer:
-        "A tokenizer with the alphabet and `n_merges` merges learned from `texts`"
-        return cls(*learn_merges(texts, n_merges), tags)
-
-    def __len__(self): return len(self.itos)
-
-    def _word(self, w:str) -> tuple[str, ...]:
-        "Apply the merges to one pre-token, lowest rank first (as they were learned)"
-        if w in self._cache: return self._cache[w]
-        bad = [c for c in w if c not in self.chars]
-        if bad: raise ValueError(f"unknown character {bad[0]!r} in {w!r}")
-        s = tuple(w)
-        while len(s) > 1:
-            pair = min(zip(s, s[1:]), key=lambda p: self.rank.get(p, math.inf))
-            if pair not in self.rank: break
-            s = merge_word(s, pair)
-        self._cache[w] = s
-        return s
-
-    def tokens(self, text:str) -> list[str]:
-        "The subword strings of `text`"
-        return [t for w in pre_tokenize(text) for t in self._word(w)]
-
-    def encode(self, text:str, *, tag:str|None=None, bos:bool=False, eos:bool=True) -> list[int]:
-        "Token ids of `text`: [tag] [BOS] subwords [EOS]"
-        if tag is not None and tag not in self.stoi: raise ValueError(f"unknown tag {tag!r}")
-        ids = [self.stoi[t] for t in self.tokens(text)]
-        return ([self.stoi[tag]] if tag else []) + [self.bos] * bos + ids + [self.eos] * eos
-
-    def decode(self, ids) -> str:
-        "The text of `ids`, stopping at EOS, skipping PAD, BOS and tags"
-        out = []
-        for i in (ids.tolist() if isinstance(ids, Tensor) else ids):
-            if i == self.eos: break
-            if i >= self.n_special: out.append(self.itos[i])
-        return ''.join(out)

@@ -18,9 +18,9 @@ from .position import LearnedPositionEmbedding, sincos_2d_encoding
 from .foreign import pair, load_into, rename, take, check_unused, hf_activation  # appendix L
 
 # %% auto #0
-__all__ = ['Pool', 'PosKind', 'patchify', 'unpatchify', 'PatchEmbedding', 'image_grid', 'patch_grid', 'resample_pos_emb',
-           'PatchTokens', 'ViT', 'attention_maps', 'attention_rollout', 'vit_hf_options', 'hf_block',
-           'vit_hf_state_dict', 'vit_tiny_patch7_28', 'vit_small_patch4_28', 'vit_lite_patch4_32']
+__all__ = ['Pool', 'PosKind', 'patchify', 'unpatchify', 'PatchEmbedding', 'image_grid', 'patch_grid', 'resample_pos_emb', 'ViT',
+           'attention_maps', 'attention_rollout', 'vit_hf_options', 'hf_block', 'vit_hf_state_dict',
+           'vit_tiny_patch7_28', 'vit_small_patch4_28', 'vit_lite_patch4_32']
 
 # %% ../nbs/10_vit.ipynb #b8e692ff
 def patchify(x:Tensor,        # (B, C, I_h, I_w) images
@@ -92,19 +92,25 @@ def resample_pos_emb(pos_emb:Tensor,          # (1, n_prefix + h·w, D) learned 
     img = F.interpolate(img, size=new_grid, mode='bicubic', align_corners=False)
     return torch.cat([prefix, rearrange(img, '1 d gh gw -> 1 (gh gw) d')], dim=1)
 
-# %% ../nbs/10_vit.ipynb #76fb7edf
+# %% ../nbs/10_vit.ipynb #82b9944a
 Pool = Literal['cls', 'mean']
 PosKind = Literal['learned', 'sincos', 'none']
 
-class PatchTokens(nn.Module):
-    "Images to the tokens a ViT's blocks read: patch embedding, CLS token, position embedding"
+class ViT(nn.Module):
+    "Vision Transformer: patch tokens, CLS token and positions, a pre-norm encoder, a linear head"
     def __init__(self, *, img_size:int|tuple[int, int], # I_h (= I_w) or (I_h, I_w)
                  patch_size:int,          # S, the patch side; must divide I_h and I_w
                  in_chans:int,            # C
+                 n_classes:int,           # K
                  d_model:int,             # D
-                 pool:Pool='cls',         # 'cls': prepend a CLS token; 'mean': patch tokens only
+                 depth:int,               # L, number of blocks
+                 n_heads:int,             # H
+                 mlp_ratio:float=4.0,     # MLP width D_mlp = mlp_ratio · D
+                 pool:Pool='cls',         # the head reads a CLS token ('cls') or the patches' mean
                  pos:PosKind='learned',   # position embedding
-                 dropout:float=0.0,       # on the tokens
+                 dropout:float=0.0,       # on the tokens, attention weights and residual branches
+                 norm_eps:float=1e-5,     # LayerNorm eps (Hugging Face: 1e-12)
+                 activation:Activation='gelu', # MLP non-linearity: 'gelu', 'gelu_tanh' or 'relu'
                 ):
         super().__init__()
         if pool not in ('cls', 'mean'):
@@ -122,6 +128,9 @@ class PatchTokens(nn.Module):
         table = self._sincos(self.grid, d_model) if pos == 'sincos' else None
         self.register_buffer('pos_table', table, persistent=False)         # (T, D) or None
         self.drop = nn.Dropout(dropout)
+        self.encoder = Encoder(d_model, n_heads, depth, d_mlp=round(mlp_ratio * d_model),
+                               dropout=dropout, norm_eps=norm_eps, activation=activation)
+        self.head = nn.Linear(d_model, n_classes)
 
     def _sincos(self, grid, d_model) -> Tensor: # (n_prefix + hw, D), zeros for the CLS
         return torch.cat([torch.zeros(self.n_prefix, d_model), sincos_2d_encoding(*grid, d_model)])
@@ -151,29 +160,6 @@ class PatchTokens(nn.Module):
             if self.pos == 'learned': cls = cls + self.pos_emb.weight[:1]  # its own position row
             t = torch.cat([cls.expand(len(t), -1, -1), t], dim=1)          # (B, 1 + N, D)
         return self.drop(t)
-
-# %% ../nbs/10_vit.ipynb #82b9944a
-class ViT(PatchTokens):
-    "Vision Transformer: the `PatchTokens` of an image, a pre-norm encoder, a linear head"
-    def __init__(self, *, img_size:int|tuple[int, int], # I_h (= I_w) or (I_h, I_w)
-                 patch_size:int,          # S, the patch side; must divide I_h and I_w
-                 in_chans:int,            # C
-                 n_classes:int,           # K
-                 d_model:int,             # D
-                 depth:int,               # L, number of blocks
-                 n_heads:int,             # H
-                 mlp_ratio:float=4.0,     # MLP width D_mlp = mlp_ratio · D
-                 pool:Pool='cls',         # read the CLS token, or average the patch tokens
-                 pos:PosKind='learned',   # position embedding
-                 dropout:float=0.0,
-                 norm_eps:float=1e-5,     # LayerNorm eps (Hugging Face: 1e-12)
-                 activation:Activation='gelu', # MLP non-linearity: 'gelu', 'gelu_tanh' or 'relu'
-                ):
-        super().__init__(img_size=img_size, patch_size=patch_size, in_chans=in_chans,
-                         d_model=d_model, pool=pool, pos=pos, dropout=dropout)
-        self.encoder = Encoder(d_model, n_heads, depth, d_mlp=round(mlp_ratio * d_model),
-                               dropout=dropout, norm_eps=norm_eps, activation=activation)
-        self.head = nn.Linear(d_model, n_classes)
 
     def forward_features(self, x:Tensor,            # (B, C, I_h, I_w) images
                          n_out:int|None=None,       # the last block computes only tokens < n_out
