@@ -12,8 +12,9 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['SIZES', 'default_device', 'seed_everything', 'size_reason', 'size', 'is_quick', 'sized', 'size_note', 'budget_holds',
-           'compile_problem', 'eval_mode', 'in_colab', 'book_setup', 'BookDocRenderer', 'show_doc']
+__all__ = ['SIZES', 'COLAB_CPU_NOTE', 'default_device', 'seed_everything', 'size_reason', 'size', 'is_quick', 'sized',
+           'size_note', 'budget_holds', 'compile_problem', 'eval_mode', 'in_colab', 'book_setup', 'BookDocRenderer',
+           'show_doc']
 
 # %% ../nbs/a_core.ipynb #dcce9096
 def default_device() -> torch.device:
@@ -117,13 +118,19 @@ def in_colab() -> bool:
 # %% ../nbs/a_core.ipynb #457af7c2
 def book_setup(figsize:tuple=(6.0, 4.0), # default figure size in inches
               ):
-    "Figure defaults shared by every chapter: SVG output and a fixed size"
+    "Figure defaults shared by every chapter (SVG, a fixed size); in a Colab without a GPU, how to get one"
     import matplotlib.pyplot as plt
     try:
         from matplotlib_inline.backend_inline import set_matplotlib_formats
         set_matplotlib_formats('svg')
     except ImportError: pass  # outside IPython there is nothing to configure
     plt.rcParams.update({'figure.figsize': figsize, 'figure.dpi': 100, 'axes.grid': False})
+    if in_colab() and not torch.cuda.is_available() and size() == 'quick':
+        print(COLAB_CPU_NOTE)
+
+COLAB_CPU_NOTE = ("This Colab runtime has no GPU, so the chapter runs at quick size (the small CPU sizes of "
+                  "the website). For the full size: Runtime → Change runtime type → T4 GPU, then Runtime → "
+                  "Run all.")
 
 # %% ../nbs/a_core.ipynb #52841234
 from fastcore.docments import MarkdownRenderer

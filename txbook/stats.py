@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['format_value', 'report', 'Verdict', 'stats_verdict', 'seed_verdict']
+__all__ = ['format_value', 'report', 'betainc', 't_cdf', 't_quantile', 'Verdict', 'seed_verdict', 'stats_verdict']
 
 # %% ../nbs/b_stats.ipynb #a9cbf6ac
 def format_value(value,          # a number, a string, or a list of numbers (one per seed)
@@ -45,46 +45,131 @@ def report(name:str,     # what is measured, e.g. 'test accuracy (Fashion-MNIST)
     metrics[name] = {'value': value, 'fmt': fmt}
     p.write_text(json.dumps(metrics, indent=1, ensure_ascii=False) + '\n')
 
-# %% ../nbs/b_stats.ipynb #d542eda4
+# %% ../nbs/b_stats.ipynb #4c9adec8
+def _beta_cf(a:float, b:float, x:float) -> float:
+    "The continued fraction of the incomplete beta function, by the modified Lentz method"
+    tiny, eps = 1e-300, 1e-15
+    fix = lambda v: v if abs(v) > tiny else tiny
+    c, d = 1.0, 1 / fix(1 - (a + b) * x / (a + 1))
+    h = d
+    for m in range(1, 300):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),          # even step
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):  # odd step
+            d = 1 / fix(1 + num * d)
+            c = fix(1 + num / c)
+            h *= d * c
+        if abs(d * c - 1) < eps: break
+    return h
+
+def betainc(a:float, b:float, x:float) -> float:
+    "The regularised incomplete beta function I_x(a, b), for a, b > 0 and 0 <= x <= 1"
+    if x <= 0: return 0.0
+    if x >= 1: return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                     + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1) / (a + b + 2): return front * _beta_cf(a, b, x) / a
+    return 1 - front * _beta_cf(b, a, 1 - x) / b          # the fraction converges fast on this side
+
+def t_cdf(t:float,   # the value
+          df:float,  # ν, degrees of freedom (> 0; need not be whole: Welch's ν is not)
+         ) -> float:
+    "P(T <= t) for Student's t distribution with `df` degrees of freedom"
+    tail = 0.5 * betainc(df / 2, 0.5, df / (df + t * t))   # P(T <= -|t|)
+    return 1 - tail if t > 0 else tail
+
+def t_quantile(q:float,   # a probability, 0 < q < 1
+               df:float,  # ν
+              ) -> float:
+    "The q-quantile of Student's t distribution: t_cdf(t_quantile(q, df), df) == q (bisection)"
+    if not 0 < q < 1: raise ValueError(f"q must be in (0, 1), got {q}")
+    lo, hi = -1.0, 1.0
+    while t_cdf(lo, df) > q: lo *= 2
+    while t_cdf(hi, df) < q: hi *= 2
+    while hi - lo > 1e-13 * max(1.0, abs(lo), abs(hi)):
+        mid = (lo + hi) / 2
+        if t_cdf(mid, df) < q: lo = mid
+        else: hi = mid
+    return (lo + hi) / 2
+
+# %% ../nbs/b_stats.ipynb #b8d64cff
 from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Verdict:
-    "What `seed_verdict` concluded about A against B; `str(verdict)` is the sentence"
-    mean_a:float; std_a:float; mean_b:float; std_b:float
-    diff:float    # m_A − m_B
-    noise:float   # twice the larger of the two standard deviations
-    word:str      # 'better', 'worse' or 'no measurable difference' (A against B)
-    text:str      # the sentence, computed from the numbers
+    "What a seeds comparison concluded about A against B; `str(verdict)` is the sentence"
+    names:tuple[str, str]  # (A, B)
+    mean_a:float; std_a:float; n_a:int   # A over its seeds (sample std: n - 1)
+    mean_b:float; std_b:float; n_b:int
+    diff:float             # the estimated A − B (paired: the mean of the per-seed differences)
+    low:float; high:float  # its 1 − α confidence interval
+    p:float                # two-sided p-value of "no difference"
+    test:str               # 'paired t' or 'Welch t'
+    alpha:float            # the test's level
+    word:str               # 'better', 'worse' or 'not resolved' (A against B)
+    text:str               # the sentence, computed from the numbers
     def __str__(self): return self.text
+    @property
+    def margin(self) -> float:
+        "Half the width of the confidence interval: diff ± margin"
+        return (self.high - self.low) / 2
 
-def stats_verdict(a:tuple[float, float],   # (mean, std) of method A over its seeds
-                  b:tuple[float, float],   # (mean, std) of method B
-                  *, names:tuple[str, str], higher_is_better:bool, fmt:str='.4g',
-                  shown:tuple[str, str]|None=None,   # how A's and B's numbers are written
-                 ) -> Verdict:
-    "The seeds rule on recorded statistics: A − B counts only beyond twice the larger std"
-    (ma, sa), (mb, sb) = a, b
-    diff, noise = ma - mb, 2 * max(sa, sb)
-    gain = diff if higher_is_better else -diff
-    word = 'better' if gain > noise else 'worse' if gain < -noise else 'no measurable difference'
-    sa_, sb_ = shown or (f"{ma:{fmt}} ± {sa:{fmt}}", f"{mb:{fmt}} ± {sb:{fmt}}")
-    both = f"{names[0]} ({sa_}) and {names[1]} ({sb_})"
-    size = f"the gap {diff:+{fmt}} against a noise level of ±{noise:{fmt}}"
-    text = (f"no measurable difference between {both}: {size}" if word.startswith('no') else
-            f"{names[0]} ({sa_}) is {word} than {names[1]} ({sb_}): {size}")
-    return Verdict(ma, sa, mb, sb, diff, noise, word, text)
+def _verdict(names, stats_a, stats_b, diff, se, df, test, alpha, higher_is_better, fmt, shown, n):
+    "Interval, p-value, word and sentence from a difference, its standard error and degrees of freedom"
+    half = t_quantile(1 - alpha / 2, df) * se
+    low, high = diff - half, diff + half
+    p = 2 * t_cdf(-abs(diff) / se, df) if se > 0 else float(diff == 0) or 0.0
+    if low > 0 or high < 0:
+        word = 'better' if (low > 0) == higher_is_better else 'worse'
+    else: word = 'not resolved'
+    A, B = names
+    a_, b_ = shown
+    ci = f"{round(100 * (1 - alpha))} % CI {low:+{fmt}} to {high:+{fmt}}"
+    how = f"{test}, n = {n}, p = {p:.2g}"
+    if word == 'not resolved':
+        text = (f"{A} ({a_}) against {B} ({b_}): not resolved at this budget, "
+                f"{A} − {B} = {diff:+{fmt}} ({ci} includes 0; {how})")
+    else:
+        text = f"{A} ({a_}) is {word} than {B} ({b_}): {A} − {B} = {diff:+{fmt}} ({ci}; {how})"
+    return Verdict(names, *stats_a, *stats_b, diff, low, high, p, test, alpha, word, text)
 
-def seed_verdict(a,   # method A: one value per seed (a list, a tensor)
+def seed_verdict(a,   # method A: one value per seed (a list, a tensor, an array)
                  b,   # method B: one value per seed
                  *, names:tuple[str, str],  # what A and B are called in the sentence
                  higher_is_better:bool,     # True for an accuracy, False for a loss
+                 paired:bool,               # True: a[i] and b[i] share seed i (the usual case)
+                 alpha:float=0.05,          # the test's level: its rate of false alarms
                  fmt:str='.4g',             # how to show the numbers
                 ) -> Verdict:
-    "Is A better than B across seeds? Mean ± std of each; a gap counts beyond twice the larger std"
+    "Is A better than B across seeds? A two-sided t test (paired, or Welch's) and its interval"
     a, b = [float(v) for v in a], [float(v) for v in b]
     for name, v in zip(names, (a, b)):
         if len(v) < 2: raise ValueError(f"{name}: {len(v)} seed(s); a verdict needs at least 2")
-    stats = [(statistics.mean(v), statistics.stdev(v)) for v in (a, b)]
-    return stats_verdict(*stats, names=names, higher_is_better=higher_is_better, fmt=fmt,
-                         shown=(format_value(a, fmt), format_value(b, fmt)))
+    if paired and len(a) != len(b):
+        raise ValueError(f"paired=True needs one value per seed for both: {len(a)} and {len(b)} values")
+    stats_a = (statistics.mean(a), statistics.stdev(a), len(a))
+    stats_b = (statistics.mean(b), statistics.stdev(b), len(b))
+    shown = (format_value(a, fmt), format_value(b, fmt))
+    if not paired:
+        return stats_verdict(stats_a, stats_b, names=names, higher_is_better=higher_is_better,
+                             alpha=alpha, fmt=fmt, shown=shown)
+    d = [x - y for x, y in zip(a, b)]                               # per-seed differences
+    n = len(d)
+    se = statistics.stdev(d) / math.sqrt(n)
+    return _verdict(names, stats_a, stats_b, statistics.mean(d), se, n - 1, 'paired t', alpha,
+                    higher_is_better, fmt, shown, n)
+
+def stats_verdict(a:tuple[float, float, int],   # (mean, sample std, number of seeds) of method A
+                  b:tuple[float, float, int],   # the same for method B
+                  *, names:tuple[str, str], higher_is_better:bool,
+                  alpha:float=0.05, fmt:str='.4g',
+                  shown:tuple[str, str]|None=None,   # how A's and B's numbers are written
+                 ) -> Verdict:
+    "Welch's t test on recorded statistics (different seeds, or a benchmark's printout)"
+    (ma, sa, na), (mb, sb, nb) = a, b
+    if min(na, nb) < 2: raise ValueError(f"a verdict needs at least 2 seeds per method, got {na}, {nb}")
+    va, vb = sa ** 2 / na, sb ** 2 / nb
+    se = math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1)) if se > 0 else na + nb - 2
+    shown = shown or (f"{ma:{fmt}} ± {sa:{fmt}}", f"{mb:{fmt}} ± {sb:{fmt}}")
+    return _verdict(names, (ma, sa, na), (mb, sb, nb), ma - mb, se, df, 'Welch t', alpha,
+                    higher_is_better, fmt, shown, f"{na} + {nb}")
