@@ -62,3 +62,16 @@ def test_render_writes_the_at_full_size_cell(tmp_path):
     nb["cells"].append(dict(nb["cells"][0]))
     with pytest.raises(ValueError, match="2 'At full size' cells"):
         run_full.full_size_cell(nb, "x")
+
+
+def test_gpu_record_script_dry_run(tmp_path):
+    "tools/gpu_record.sh, the one command for a GPU machine, runs here at smoke size and packs the records"
+    good = _notebook(tmp_path / "good.ipynb", "from txbook.stats import report\nreport('answer', 42.0)")
+    env = {k: v for k, v in os.environ.items() if k not in ("TXBOOK_RESULTS", "TXBOOK_SIZE")}
+    env.update(SIZE="smoke", OUT=str(tmp_path / "out"), RECORDS=str(tmp_path / "records"),
+               PATH=f"{os.path.dirname(sys.executable)}{os.pathsep}{env['PATH']}")
+    r = subprocess.run(["bash", str(ROOT / "tools" / "gpu_record.sh"), "run", "1", str(good)], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads((tmp_path / "records" / "good.json").read_text())["metrics"]["answer"]["value"] == 42.0
+    assert (tmp_path / "out" / "records.tar.gz").stat().st_size > 0 and (tmp_path / "out" / "run.log").exists()
