@@ -2,6 +2,7 @@
 """Time txbook's MultiHeadAttention against torch.nn.MultiheadAttention, forward + backward, on the same shapes.
 
 usage: python bench/bench_mhsa.py [--reps 15] [--warmup 3] [--threads T] [--sizes 64 256 1024] [--device cpu] [--breakdown]
+                                  [--json results/bench/02_mhsa/bench_mhsa.json]
 
 Both modules hold the same weights (`mha_from_torch`). PyTorch is called with
 need_weights=False, the fair comparison: with need_weights=True it materialises and averages the (B, H, N, N)
@@ -20,7 +21,8 @@ additions, autograd bookkeeping). Both modules run the same attention kernel on 
 projection products, so `floor` = (ours' kernel + products) / PyTorch's total is the best ratio any module
 that computes this layer in float32 with these kernels could reach: the one whose "everything else" is zero.
 """
-import argparse, os, statistics
+import argparse, datetime, json, os, platform, shlex, statistics, sys
+from pathlib import Path
 import torch
 from torch import nn
 from txbook.perf import Stopwatch
@@ -96,6 +98,7 @@ def main():
     ap.add_argument('--device', default='cpu')
     ap.add_argument('--breakdown', action='store_true',
                     help='also profile each N: time in the attention kernel, the products, the rest')
+    ap.add_argument('--json', default=None, help='also write the table to this JSON file (the record 02 reads)')
     a = ap.parse_args()
     if a.threads: torch.set_num_threads(a.threads)
     print(f"torch {torch.__version__}, device {a.device}, threads {torch.get_num_threads()}, load average "
@@ -104,11 +107,12 @@ def main():
           f"   {'CPU ratio':>9}")
     print(f"{'':>6} {'(median)':>9} {'(median)':>9} {'':>7}   {'(fastest)':>9} {'(fastest)':>9} {'':>7}"
           f"   {'(median)':>9}")
-    ratios = []
+    ratios, rows = [], {}
     for N in a.sizes:
         t = bench(a.batch, N, a.d_model, a.heads, a.reps, a.warmup, a.device)
         (om, on, oc), (tm, tn, tc) = t['ours'], t['torch']
         ratios.append(om / tm)
+        rows[N] = dict(N=N, ours_ms=1e3 * om, torch_ms=1e3 * tm, ratio=om / tm)
         print(f"{N:>6} {1e3 * om:>9.2f} {1e3 * tm:>9.2f} {om / tm:>7.3f}   {1e3 * on:>9.2f} {1e3 * tn:>9.2f} "
               f"{on / tn:>7.3f}   {oc / tc:>9.3f}", flush=True)
     if a.breakdown:
@@ -119,6 +123,8 @@ def main():
         for N in a.sizes:
             b = breakdown(a.batch, N, a.d_model, a.heads, 5, a.device)
             floor = (b['ours']['attention'] + b['ours']['products']) / sum(b['torch'].values())
+            rows[N].update({f'ours_{k}_ms': v for k, v in b['ours'].items()}, floor=floor,
+                           torch_rest_ms=b['torch']['rest'])
             for k in ('ours', 'torch'):
                 v = b[k]
                 print(f"{N:>6} {k:>7} {v['attention']:>10.1f} {v['products']:>9.1f} {v['rest']:>7.1f}"
@@ -126,6 +132,19 @@ def main():
     ok = all(r <= 0.9 for r in ratios)
     print(f"target: median ratio <= 0.9 at every N: {'met' if ok else 'NOT met'} "
           f"(worst {max(ratios):.3f}); load average now {os.getloadavg()[0]:.1f}")
+    if a.json:                                 # the record chapter 2 reads, in the shape of bench/'s records
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'tools'))
+        from run_full import commit_info                   # the commit and whether the tree was clean
+        cpu = next((l.split(':', 1)[1].strip() for l in open('/proc/cpuinfo') if l.startswith('model name')),
+                   platform.machine()) if os.path.exists('/proc/cpuinfo') else platform.machine()
+        rec = {'page': '02_mhsa', 'script': 'bench/bench_mhsa.py',
+               'command': 'python bench/bench_mhsa.py ' + shlex.join(sys.argv[1:]), **commit_info(),
+               'date': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
+               'machine': {'cpu': cpu, 'cpu_count': os.cpu_count(), 'device': a.device,
+                           'torch': torch.__version__, 'threads': torch.get_num_threads(),
+                           'load_average_at_end': os.getloadavg()},
+               'seeds': [0], 'args': vars(a), 'rows': list(rows.values())}
+        with open(a.json, 'w') as f: json.dump(rec, f, indent=1)
 
 
 if __name__ == '__main__':

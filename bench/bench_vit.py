@@ -27,13 +27,13 @@ from txbook.perf import Stopwatch
 from txbook.data import TensorLoader, augment, load_cifar10, load_mnist
 from txbook.distributed import rank_world, setup_distributed
 from txbook.train import evaluate, fit
-from txbook.vit import vit_lite_patch4_32, vit_small_patch4_28
+from txbook.vit import vit_lite_patch4_32, vit_d192_l6_patch4_28
 
 # dataset -> model preset, epochs, batch size, peak lr, weight decay, warmup fraction, label smoothing, augmentation
 CONFIGS = {
-    'mnist':         dict(model=vit_small_patch4_28, epochs=50, batch_size=128, lr=1e-3, weight_decay=0.05,
+    'mnist':         dict(model=vit_d192_l6_patch4_28, epochs=50, batch_size=128, lr=1e-3, weight_decay=0.05,
                           warmup=0.05, label_smoothing=0.1, padding=2, flip=False),   # digits must not be mirrored
-    'fashion-mnist': dict(model=vit_small_patch4_28, epochs=100, batch_size=128, lr=1e-3, weight_decay=0.05,
+    'fashion-mnist': dict(model=vit_d192_l6_patch4_28, epochs=100, batch_size=128, lr=1e-3, weight_decay=0.05,
                           warmup=0.05, label_smoothing=0.1, padding=2, flip=True),
     'cifar10':       dict(model=vit_lite_patch4_32, epochs=200, batch_size=128, lr=1e-3, weight_decay=0.05,
                           warmup=0.05, label_smoothing=0.1, padding=4, flip=True),

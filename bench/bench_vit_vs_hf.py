@@ -15,9 +15,14 @@ Default configuration (issue 8): image 32, patch 4, D 192, depth 6, 3 heads, MLP
 With `--compile` it also times both models wrapped in `torch.compile` (inductor; needs a C++ compiler on a
 CPU), compiled against compiled, after one untimed call each that compiles them (the compile time is printed).
 
+With `--json PATH` it also writes the rows, the configuration and where they were measured (commit, command,
+machine, load average, versions) to PATH: chapter 10 reads its table from results/bench/10_vit/.
+
 usage: python bench/bench_vit_vs_hf.py [--rounds 15] [--threads 2] [--batch 64] [--profile] [--compile]
+                                       [--json PATH]
 """
-import argparse, statistics
+import argparse, datetime, json, os, platform, statistics, subprocess, sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -102,6 +107,38 @@ def compiled_rows(ours, hf, x, y, args):
     return rows
 
 
+def cpu_name() -> str:
+    "The CPU's model name (Linux), or what `platform` knows"
+    try:
+        for line in Path('/proc/cpuinfo').read_text().splitlines():
+            if line.startswith('model name'): return line.split(':', 1)[1].strip()
+    except OSError: pass
+    return platform.processor() or platform.machine()
+
+
+def write_json(args, rows, load_before):
+    "The rows (ms), the configuration and where they were measured, as one JSON file"
+    import transformers
+    root = Path(__file__).resolve().parents[1]
+    git = lambda *a: subprocess.run(['git', *a], cwd=root, capture_output=True, text=True).stdout.strip()
+    ms = lambda t: round(t * 1e3, 2)
+    rec = dict(script='bench/bench_vit_vs_hf.py', command=' '.join(['python', *sys.argv]),
+               commit=git('rev-parse', 'HEAD') or None, dirty=bool(git('status', '--porcelain', '-uno')),
+               date=datetime.date.today().isoformat(), seeds=dict(weights=0, batch=1),
+               machine=dict(cpu=cpu_name(), cpu_count=os.cpu_count(), threads=args.threads,
+                            device=args.device, load_average_before=round(load_before[0], 2),
+                            load_average_after=round(os.getloadavg()[0], 2)),
+               torch=torch.__version__, transformers=transformers.__version__,
+               config=dict(img=args.img, patch=args.patch, dim=args.dim, depth=args.depth,
+                           heads=args.heads, batch=args.batch, rounds=args.rounds),
+               rows=[dict(name=name, txbook_wall_ms=ms(a), hf_wall_ms=ms(b), txbook_cpu_ms=ms(ac),
+                          hf_cpu_ms=ms(bc), cpu_ratio=round(ac / bc, 3))
+                     for name, (a, ac), (b, bc) in rows])
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(rec, indent=1) + '\n')
+    print(f"wrote {args.json}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--rounds', type=int, default=15, help='timed runs of each model (after 3 warm-up runs)')
@@ -115,7 +152,9 @@ def main():
     ap.add_argument('--device', default='cpu')
     ap.add_argument('--profile', action='store_true', help='also print a torch.profiler table of each')
     ap.add_argument('--compile', action='store_true', help='also time both under torch.compile')
+    ap.add_argument('--json', default=None, help='also write the results to this JSON file')
     args = ap.parse_args()
+    load_before = os.getloadavg()
     hf_logging.set_verbosity_error()
     torch.set_num_threads(args.threads)
     ours, hf = make_models(args)
@@ -141,6 +180,7 @@ def main():
     for name, (a, ac), (b, bc) in rows:
         print(f"| {name:28s} | {a * 1e3:16.1f} | {b * 1e3:12.1f} | {a / b:5.2f} "
               f"| {ac * 1e3:15.1f} | {bc * 1e3:11.1f} | {ac / bc:5.2f} |")
+    if args.json: write_json(args, rows, load_before)
     if args.profile:
         ours.eval(); hf.eval()
         profile('txbook inference', make_infer(ours, x)); profile('Hugging Face inference', make_infer(hf, x))

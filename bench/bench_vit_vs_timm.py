@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Training throughput of the book's ViT against timm's `VisionTransformer` of the same configuration.
 
-Both models are built with the same shape (`txbook.vit.vit_small_patch4_28`'s: 28x28 images, patches of 4,
+Both models are built with the same shape (`txbook.vit.vit_d192_l6_patch4_28`'s: 28x28 images, patches of 4,
 D 192, 6 blocks of 6 heads, MLP ratio 2, a CLS token, no dropout) and must have the same number of parameters.
 One step is the same for both: forward under autocast (bf16 by default on a GPU), cross-entropy, backward,
 AdamW (fused on CUDA), zeroing the gradients. Steps are timed in interleaved rounds (ours, timm,
@@ -9,12 +9,16 @@ ours, ...) after warm-up, each round read by `txbook.perf.Stopwatch` (it waits f
 ends); the table gives images/s (median over rounds) and ours / timm as time per step (below 1:
 ours is faster). `--compile` adds both models under torch.compile.
 
-timm has no CPU build on the book's machine (it needs torchvision): without timm the script times the book's
-model alone and says so.
+timm imports torchvision, which has no build for the book's CPU wheel of torch: where torchvision does not
+import, `bench/torchvision_stub.py` stands in for it (timm's ViT uses none of it; anything that would raises).
+Without timm at all the script times the book's model alone and says so. `--profile` lists, for one training
+step of each model, the operators PyTorch ran (counts and self CPU time): where the two differ is where a gap
+in speed comes from (an extra copy, a reshape that is not a view, Python between kernels).
 
     python bench/bench_vit_vs_timm.py                         # GPU, bf16, eager
     python bench/bench_vit_vs_timm.py --compile               # also compiled
     python bench/bench_vit_vs_timm.py --device cpu --batch 8 --steps 2 --rounds 1   # smoke test
+    python bench/bench_vit_vs_timm.py --device cpu --batch 64 --profile               # where the time goes
 """
 from __future__ import annotations
 import argparse, statistics
@@ -27,13 +31,15 @@ from txbook.amp import autocast
 from txbook.vit import ViT
 
 
-# vit_small_patch4_28's shape, no dropout (dropout costs both models the same kernels)
+# vit_d192_l6_patch4_28's shape, no dropout (dropout costs both models the same kernels)
 CFG = dict(img_size=28, patch_size=4, in_chans=1, n_classes=10, d_model=192, depth=6, n_heads=6,
            mlp_ratio=2.0)
 
 
 def timm_twin(cfg: dict):
     "timm's VisionTransformer of the shape `cfg`, or None if timm is missing"
+    import torchvision_stub                      # bench/: a stand-in where torchvision cannot be installed
+    torchvision_stub.install()
     try:
         from timm.models.vision_transformer import VisionTransformer
     except ImportError:
@@ -75,6 +81,19 @@ def time_rounds(steps: dict, n_steps, rounds, warmup) -> dict:
     return {k: statistics.median(v) for k, v in out.items()}
 
 
+def profile_step(step, name: str, top: int = 12) -> dict[str, int]:
+    "Run one step under torch.profiler; print its most expensive operators; return {operator: calls}"
+    from torch.profiler import profile, ProfilerActivity
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    step()                                                  # warm
+    with profile(activities=acts) as prof:
+        step()
+    ev = prof.key_averages()
+    print(f"\n{name}: {sum(e.count for e in ev)} operator calls in one step")
+    print(ev.table(sort_by='self_cpu_time_total', row_limit=top, max_name_column_width=40))
+    return {e.key: e.count for e in ev}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--device', default=None, help='default: the best available')
@@ -84,6 +103,7 @@ def main():
     ap.add_argument('--rounds', type=int, default=5)
     ap.add_argument('--warmup', type=int, default=10)
     ap.add_argument('--compile', action='store_true', help='also time both models compiled')
+    ap.add_argument('--profile', action='store_true', help="profile one step of each model")
     a = ap.parse_args()
     device = torch.device(a.device) if a.device else default_device()
     seed_everything(0)
@@ -96,12 +116,20 @@ def main():
         twin = twin.to(device)
         assert n_params(twin) == n_params(ours), (n_params(twin), n_params(ours))
         models['timm'] = twin
-    print(f"ViT-S/4 on 28x28 ({n_params(ours) / 1e6:.2f}M parameters), batch {a.batch}, {device}, "
+    print(f"ViT D192-L6/4 on 28x28 ({n_params(ours) / 1e6:.2f}M parameters), batch {a.batch}, {device}, "
           f"precision {a.precision}, torch {torch.__version__}")
     steps = {k: make_step(m, device, a.precision, a.batch, 28, 1) for k, m in models.items()}
     if a.compile:
         steps.update({f'{k} compiled': make_step(torch.compile(m), device, a.precision, a.batch, 28, 1)
                       for k, m in models.items()})
+    if a.profile:
+        counts = {k: profile_step(s, k) for k, s in steps.items() if 'compiled' not in k}
+        if 'timm' in counts:
+            ours, theirs = counts['txbook'], counts['timm']
+            diff = {op: ours.get(op, 0) - theirs.get(op, 0) for op in ours.keys() | theirs.keys()}
+            print("operator calls, ours minus timm's (one step):")
+            for op, d in sorted(diff.items(), key=lambda kv: -abs(kv[1])):
+                if d: print(f"  {op:40s} {d:+d}")
     t = time_rounds(steps, a.steps, a.rounds, a.warmup)
     print('| model | ms/step | images/s |\n|---|---|---|')
     for k, s in t.items():

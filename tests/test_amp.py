@@ -105,3 +105,20 @@ def test_trains_in_16_bits(name, precision):
     tol = 0.02 if precision == 'fp16' else 0.1
     assert abs(hist['loss'][0] - h32['loss'][0]) < tol * max(1.0, abs(h32['loss'][0])), \
         (name, hist['loss'][0], h32['loss'][0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_16_bit_weights_refused(dtype, precision):
+    "Mixed precision keeps float32 master weights: 16-bit weights (e.g. loaded as stored) are refused by name"
+    model = vit(pool="cls")
+    model.head.to(dtype)                       # one layer in 16 bits is enough
+    x, y = images()
+    w0 = [p.detach().clone() for p in model.parameters()]
+    with pytest.raises(ValueError, match=rf"2 parameters are {str(dtype)[6:]} \(e\.g\. head\.weight"):
+        fit(model, TensorLoader(x, y, batch_size=8), epochs=1, device="cpu", precision=precision,
+            progress=False, verbose=False)
+    assert all(torch.equal(a, b) for a, b in zip(w0, model.parameters()))   # refused before any step
+    model.float()                              # the fix the message names
+    fit(model, TensorLoader(x, y, batch_size=8), epochs=1, device="cpu", precision=precision,
+        progress=False, verbose=False, max_steps=1)

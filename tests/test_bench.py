@@ -22,7 +22,7 @@ CASES = [
                             '--heads', '2'], 'train step', False),
     ('bench_kvcache.py', ['--tokens', '6'], 'KV cache', False),
     ('bench_vit_vs_timm.py', ['--device', 'cpu', '--batch', '4', '--steps', '1', '--rounds', '1',
-                              '--warmup', '1'], 'images/s', False),
+                              '--warmup', '1', '--profile'], 'ours / timm', False),
     ('bench_swin.py', ['cost', '--sides', '32', '64'], '|', False),
     ('bench_poslabels.py', ['--n-train', '256', '--n-test', '256', '--epochs', '1', '--seeds', '1'],
      '|', True),

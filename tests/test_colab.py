@@ -11,8 +11,11 @@ sizes run once, in tests/test_notebooks.py. This test rebuilds that situation:
 
 - the wheel is built from this tree into a temporary folder that pip sees through `PIP_FIND_LINKS`, so the
   first cell's `pip install txbook==<version>` resolves to it (its dependencies come from the registry);
-- a fresh venv holds only what Colab preinstalls and the chapters rely on (`COLAB_PREINSTALLED`; torch is the
-  local CPU wheel `$TORCH`, default `torch==2.13.0`);
+- a fresh venv holds only what Colab preinstalls and the chapters rely on (`COLAB_PREINSTALLED`), at Colab's
+  versions wherever this machine can install them (`COLAB`: transformers 5.15, numpy 2.1.3, fastcore 2.2.12).
+  Two things differ from Colab and cannot be helped here: Python is this machine's 3.11 (Colab's is 3.13), and
+  torch is the local CPU wheel `$TORCH`, default `torch==2.13.0` (Colab's is a CUDA build of 2.11: any other
+  torch needs gigabytes of CUDA packages here);
 - a stub `google.colab` package is on the venv's path and an IPython startup file imports it when the kernel
   starts, as Colab does before any cell runs;
 - each notebook is copied ALONE into an empty folder: no `shared/data` above it, `TXBOOK_DATA` unset, a fresh
@@ -25,8 +28,10 @@ sizes run once, in tests/test_notebooks.py. This test rebuilds that situation:
 
 - `TXBOOK_SIZE=smoke` in the kernel's environment; the last cell checks that the chapter saw it.
 
-Notebooks are found by glob, so new chapters are included. `make colab` runs only this file; `make test`
-runs it with the rest.
+Notebooks are found by glob, so new chapters are included. After the chapters, tests/test_loaders.py runs in the
+same runtime, against the installed wheel, so the loaders are tested under Colab's transformers too (the
+newest runs in the project's venv, the declared floors in tests/test_versions.py). `make colab` runs only this
+file; `make test` runs it with the rest.
 """
 import json, os, shutil, subprocess, sys, time
 from pathlib import Path
@@ -35,10 +40,14 @@ import pytest
 import txbook
 from conftest import NBS, ROOT
 
-# What a Colab runtime preinstalls that the chapters use, besides torch. Colab has many more (pandas,
-# tqdm, ...: no chapter imports them; add any a chapter starts to need). txbook's own dependencies einops,
-# fastcore, fastprogress (and safetensors, here only through transformers) are left out on purpose.
-COLAB_PREINSTALLED = ["numpy", "matplotlib", "ipywidgets", "ipykernel", "scikit-learn", "transformers"]
+# Colab's runtime (the versions the README states): Python and torch are what this machine has (see above)
+COLAB = {"Python": "3.13", "torch": "2.11", "transformers": "5.15", "numpy": "2.1.3", "fastcore": "2.2.12"}
+# What a Colab runtime preinstalls that the chapters (and tests/test_loaders.py: pytest) use, besides torch, at
+# Colab's versions where COLAB has them. Colab has many more (pandas, tqdm, ...: no chapter imports them; add
+# any a chapter starts to need). txbook's own dependencies einops and fastprogress (and safetensors, here only
+# through transformers) are left out on purpose: the first cell's pip install must bring them.
+COLAB_PREINSTALLED = [f"numpy=={COLAB['numpy']}", "matplotlib", "ipywidgets", "ipykernel", "scikit-learn",
+                      f"transformers~={COLAB['transformers']}.0", f"fastcore=={COLAB['fastcore']}", "pytest"]
 TORCH = os.environ.get("TORCH", "torch==2.13.0")
 sys.path.insert(0, str(ROOT / "tools"))
 from fetch_data import FILES as DATASETS   # the datasets the chapters read: name -> (file, urls, sha256)
@@ -94,7 +103,11 @@ def colab(tmp_path_factory):
     py = fresh_venv(venv, tmp_path_factory)
     _run(py, "-m", "pip", "install", "-q", *COLAB_PREINSTALLED)
     baseline = _freeze(py)
-    assert not baseline & {"txbook", "nbdev", "einops", "fastcore", "fastprogress"}, baseline
+    assert not baseline & {"txbook", "nbdev", "einops", "fastprogress"}, baseline
+    versions = json.loads(_run(py, "-c", "import json, importlib.metadata as m; print(json.dumps("
+                               "{n: m.version(n) for n in ('transformers', 'numpy', 'fastcore')}))"))
+    for name, v in versions.items():   # Colab's (5.15 means any 5.15.x)
+        assert v == COLAB[name] or v.startswith(COLAB[name] + "."), (name, v, COLAB[name])
     # google.colab: a namespace package `google` (no __init__.py, so google.protobuf still imports)
     stub = base / "colab_stub"
     (stub / "google" / "colab").mkdir(parents=True)
@@ -185,3 +198,19 @@ def test_chapter_runs_in_colab(colab, path):
     cache = colab["cache"]
     after = {p.relative_to(cache) for p in cache.rglob("*")}
     assert after == before, f"the chapter downloaded into the cache (or left files): {after - before}"
+
+
+def test_loaders_in_colab_runtime(colab, tmp_path):
+    "tests/test_loaders.py under Colab's transformers, against the wheel as a chapter's first cell installs it"
+    py, env = colab["py"], colab["env"]
+    extra = sorted(_freeze(py) - colab["baseline"])
+    if extra: _run(py, "-m", "pip", "uninstall", "-q", "-y", *extra)
+    _run(py, "-m", "pip", "install", "-q", f"txbook=={txbook.__version__}", env=env)
+    where = _run(py, "-c", "import txbook, transformers; print(txbook.__file__, transformers.__version__)",
+                 cwd=tmp_path, env=env).split()
+    assert Path(where[0]).is_relative_to(colab["base"] / "venv"), where   # the wheel, not this tree
+    assert where[1].startswith(COLAB["transformers"] + "."), where
+    # from an empty folder: sys.path gets tests/ (pytest's rootdir import mode), not the tree's txbook/
+    r = subprocess.run([str(py), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "tests" /
+                        "test_loaders.py")], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert r.returncode == 0, f"tests/test_loaders.py with transformers {where[1]}:\n{r.stdout[-6000:]}"

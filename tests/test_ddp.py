@@ -9,9 +9,16 @@ The data make the last batch of an epoch uneven (5 rows: 3 + 2 on two ranks), so
 Under torchrun a run with dropout (a different random stream on each rank) is also interrupted, saved and
 resumed, and must end bit for bit where the uninterrupted run ends, on every rank.
 
+Issue 36 adds: every sample is seen exactly once per epoch, both when `fit` cuts global batches into shards
+and when a `DistributedSampler` gives each rank its own batches (and `set_epoch` reshuffles them); a loader
+that is neither is refused; a token-mean objective that reports its weight gets the gradient of one batch of
+16 sequences from 8 x 2 accumulation, 2 ranks x 8 (shards or a sampler) and 2 ranks x 4 x 2, to 1e-6; the
+process group is left at exit.
+
 This file is also the script the torchrun workers run (see `_worker` at the bottom).
 """
-import json, os, socket, subprocess, sys
+import atexit, json, os, socket, subprocess, sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -24,6 +31,8 @@ from txbook.core import seed_everything
 from txbook.perf import Stopwatch
 from txbook.data import TensorLoader
 from txbook.distributed import rank_world, shard
+from torch.optim.optimizer import register_optimizer_step_pre_hook
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 from txbook.optim import warmup_cosine
 from txbook.train import fit
 from txbook.vit import ViT
@@ -77,6 +86,95 @@ def poslabel_run():
     hist = fit(model, TensorLoader(x, y, batch_size=8, shuffle=True, seed=2), epochs=2, lr=LR, warmup=1,
                objective=model.objective, device='cpu', progress=False, verbose=False)
     return model, hist
+
+
+# ------------------------------------------------------------------ who sees which sample; token weights
+N_SEEN = 44            # divisible by 2: a DistributedSampler pads an odd dataset with repeated samples
+
+
+def seen_data(n: int):
+    "(x, y, index) rows: the index says which sample a rank got"
+    g = torch.Generator().manual_seed(3)
+    return torch.randn(n, 6, generator=g), torch.randint(0, 3, (n,), generator=g), torch.arange(n)
+
+
+def recording(epoch_of, seen: list):
+    "A classification objective that records (epoch, the sample indices it was given)"
+    def objective(model, batch):
+        x, y, idx = batch
+        seen.append((epoch_of(), idx.tolist()))
+        return F.cross_entropy(model(x), y)
+    return objective
+
+
+def seen_run(mode: str) -> list:
+    "Two epochs over the indexed data; mode 'split' (a TensorLoader of global batches) or 'sampler'"
+    seen = []
+    if mode == 'split':       # 45 samples, global batches of 8: the last one (5) is 3 + 2 on two ranks
+        dl = TensorLoader(*seen_data(N_SEEN + 1), batch_size=2 * B, shuffle=True, seed=2)
+        epoch_of = lambda: dl.epoch
+    else:                     # each rank draws 22 of the 44 samples, in batches of 4 (the last has 2)
+        sampler = DistributedSampler(TensorDataset(*seen_data(N_SEEN)), shuffle=True, seed=2)
+        dl = DataLoader(sampler.dataset, batch_size=B, sampler=sampler)
+        epoch_of = lambda: sampler.epoch
+    fit(make_net(), dl, epochs=2, lr=LR, warmup=0, device='cpu', progress=False, verbose=False,
+        objective=recording(epoch_of, seen))
+    return seen
+
+
+PAD = 0
+
+
+def token_data():
+    "16 padded sequences of 6 targets: lengths 1..6, so batches and shards hold different token counts"
+    g = torch.Generator().manual_seed(4)
+    x, y = torch.randint(1, 11, (16, 6), generator=g), torch.randint(1, 11, (16, 6), generator=g)
+    lengths = torch.tensor([6, 1, 5, 2, 6, 3, 1, 4, 6, 6, 2, 5, 1, 6, 3, 2])
+    y[torch.arange(6) >= lengths[:, None]] = PAD
+    return x, y
+
+
+def token_mean(model, batch):
+    "Cross-entropy averaged over the real (not padded) target tokens, and their number as the weight"
+    x, y = batch
+    logits = model(x)
+    loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=PAD)
+    return loss, {}, (y != PAD).sum()
+
+
+def token_mean_unweighted(model, batch):
+    "The same loss without its weight: fit then weights it by rows, the bug of issue 36"
+    return token_mean(model, batch)[0]
+
+
+def token_net() -> nn.Module:
+    seed_everything(0)
+    return nn.Sequential(nn.Embedding(11, 8), nn.Linear(8, 11))
+
+
+def first_grads(make_loader, *, accum_steps: int = 1, objective=token_mean) -> dict:
+    "The gradient `fit` hands AdamW at its first step (no clipping), by parameter name"
+    net, got = token_net(), {}
+    def grab(opt, args, kwargs):
+        if not got: got.update({n: p.grad.clone() for n, p in net.named_parameters()})
+    handle = register_optimizer_step_pre_hook(grab)
+    try:
+        fit(net, make_loader(), epochs=1, lr=LR, warmup=0, device='cpu', progress=False, verbose=False,
+            objective=objective, accum_steps=accum_steps, grad_clip=None, max_steps=1)
+    finally:
+        handle.remove()
+    return got
+
+
+def token_loaders():
+    "name -> (loader maker, accum_steps), for the runs of the two processes"
+    data = token_data()
+    def sampled():
+        sampler = DistributedSampler(TensorDataset(*data), shuffle=False)
+        return DataLoader(sampler.dataset, batch_size=8, sampler=sampler)
+    return {'shards_2x8': (lambda: TensorLoader(*data, batch_size=16), 1),
+            'sampler_2x8': (sampled, 1),
+            'shards_2x4x2': (lambda: TensorLoader(*data, batch_size=8), 2)}
 
 
 def free_port() -> int:
@@ -164,6 +262,23 @@ def test_compile_skipped_without_compiler(monkeypatch, capsys):
     assert 'compile=True skipped: no C++ compiler found' in capsys.readouterr().out
     for a, b in zip(eager.state_dict().values(), net.state_dict().values()):
         assert torch.equal(a, b)
+
+
+def test_compile_runs_one_graph_for_every_batch_size(monkeypatch):
+    "compile=True marks the batch dimension dynamic: the last batch (5 of 8 rows) reuses the graph"
+    from torch._dynamo.utils import counters
+    monkeypatch.setattr(torch, 'compile', partial(torch.compile, backend='eager'))   # dynamo, no C++
+    monkeypatch.setattr('txbook.distributed.compile_problem', lambda device: None)   # so none needed
+    graphs = {}
+    for marked in (True, False):
+        if not marked: monkeypatch.setattr('txbook.train._mark_dynamic', lambda batch: None)
+        torch._dynamo.reset()
+        counters.clear()
+        x, y = data()
+        fit(make_net(), TensorLoader(x, y, batch_size=2 * B), epochs=2, lr=LR, warmup=WARMUP, device='cpu',
+            compile=True, progress=False, verbose=False)
+        graphs[marked] = counters['stats']['unique_graphs']
+    assert graphs == {True: 1, False: 2}, graphs      # without the mark the last batch compiles anew
 
 
 # ------------------------------------------------------------------------------------- torchrun
@@ -257,14 +372,81 @@ def test_custom_objective_conflicts():
 
 
 def test_batch_smaller_than_world(two_procs):
+    "Refused before the first step, also when only the last batch of an epoch is too small (45 = 11 x 4 + 1)"
     out, _ = two_procs
     for r in range(2):
-        assert 'cannot be split over 2 processes' in json.loads((out / f'rank{r}.json').read_text())['error']
+        res = json.loads((out / f'rank{r}.json').read_text())
+        assert 'cannot be split over 2 processes' in res['error']
+        assert 'a batch of 1 rows (the last of an epoch) cannot be split over 2' in res['last_error']
+        assert res['last_error_moved'] == 0                   # no weight moved: no step taken
+
+
+def test_token_weights_in_one_process():
+    "One batch of 16 = 8 x 2 accumulated, for a padded token mean; rows as weights would be wrong"
+    whole = first_grads(lambda: TensorLoader(*token_data(), batch_size=16))
+    x, y = token_data()                                   # the gradient, written out by hand
+    ref = token_net()
+    F.cross_entropy(ref(x).flatten(0, 1), y.flatten(), ignore_index=PAD).backward()
+    for n, p in ref.named_parameters(): torch.testing.assert_close(whole[n], p.grad, atol=1e-6, rtol=0)
+    accum = first_grads(lambda: TensorLoader(*token_data(), batch_size=8), accum_steps=2)
+    for n in whole: torch.testing.assert_close(accum[n], whole[n], atol=1e-6, rtol=0, msg=n)
+    rows = first_grads(lambda: TensorLoader(*token_data(), batch_size=8), accum_steps=2,
+                       objective=token_mean_unweighted)
+    assert max((rows[n] - whole[n]).abs().max().item() for n in whole) > 1e-3   # the weight matters
+    old = first_grads(lambda: TensorLoader(*token_data(), batch_size=16), objective=token_mean_unweighted)
+    for n in whole: assert torch.equal(old[n], whole[n])   # one batch: the weight changes nothing
+
+
+def test_token_weights_under_torchrun(two_procs):
+    "2 ranks x 8 (shards of a global batch, or a DistributedSampler) and 2 ranks x 4 x 2 = one batch of 16"
+    out, _ = two_procs
+    whole = first_grads(lambda: TensorLoader(*token_data(), batch_size=16))
+    for r in range(2):
+        w = load_file(out / f'rank{r}.safetensors')
+        for name in token_loaders():
+            for n, g in whole.items():
+                torch.testing.assert_close(w[f'grad.{name}.{n}'], g, atol=1e-6, rtol=0, msg=f'{r} {name} {n}')
+
+
+def test_every_sample_once_per_epoch(two_procs):
+    "Both ways of feeding two ranks see each sample exactly once per epoch; the sampler reshuffles"
+    out, _ = two_procs
+    h = [json.loads((out / f'rank{r}.json').read_text()) for r in range(2)]
+    for mode, n in (('split', N_SEEN + 1), ('sampler', N_SEEN)):
+        for epoch in range(2):
+            ids = sorted(i for r in range(2) for e, idx in h[r]['seen'][mode] if e == epoch for i in idx)
+            assert ids == list(range(n)), (mode, epoch, ids)
+        for r in range(2):                # set_epoch(1) was called: without it epoch 2 repeats epoch 1
+            order = [[i for e, idx in h[r]['seen'][mode] if e == epoch for i in idx] for epoch in range(2)]
+            assert order[0] != order[1], (mode, r)
+    for r in range(2):
+        err = h[r]['errors']
+        assert 'yield different batches' in err['seed_per_rank']
+        assert 'yields the same batch' in err['same_loader_unsplit']
+
+
+def test_sampler_with_split_batches_refused():
+    "A DistributedSampler already gives each rank its samples: cutting them again is refused"
+    sampler = DistributedSampler(TensorDataset(*seen_data(8)), num_replicas=2, rank=0)
+    dl = DataLoader(sampler.dataset, batch_size=2, sampler=sampler)
+    with pytest.raises(ValueError, match='draws from a DistributedSampler'):
+        fit(make_net(), dl, epochs=1, device='cpu', split_batches=True, progress=False, verbose=False,
+            objective=recording(lambda: 0, []))
+
+
+def test_process_group_left_at_exit(two_procs):
+    out, _ = two_procs
+    for r in range(2):
+        assert json.loads((out / f'exit{r}.json').read_text()) == {'initialized_at_exit': False}
 
 
 def _worker(out: Path):
     "What each torchrun process runs: (b), the interrupted and resumed dropout runs, a too-small batch"
     rank = int(os.environ['RANK'])
+    def at_exit():                     # registered first, so it runs after fit's own exit handler
+        exit_state = {'initialized_at_exit': torch.distributed.is_initialized()}
+        (out / f'exit{rank}.json').write_text(json.dumps(exit_state))
+    atexit.register(at_exit)
     tensors, res = {}, {}
     net, res['b'] = tiny_run(batch_size=2 * B, verbose=True)
     tensors |= {f'b.{k}': v for k, v in net.state_dict().items()}
@@ -284,10 +466,25 @@ def _worker(out: Path):
     tensors |= {f'pl.{k}': v for k, v in pl.state_dict().items()}
     try: tiny_run(batch_size=1)                                # a global batch of 1 row for 2 ranks
     except ValueError as e: res['error'] = str(e)
+    net = make_net()
+    w0 = [p.detach().clone() for p in net.parameters()]
+    try: fit(net, TensorLoader(*data(), batch_size=4), epochs=1, device='cpu', progress=False, verbose=False)
+    except ValueError as e: res['last_error'] = str(e)
+    res['last_error_moved'] = sum(not torch.equal(a, b) for a, b in zip(w0, net.parameters()))
+    res['seen'] = {mode: seen_run(mode) for mode in ('split', 'sampler')}
+    for name, (make, accum_steps) in token_loaders().items():
+        grads = first_grads(make, accum_steps=accum_steps)
+        tensors |= {f'grad.{name}.{n}': g for n, g in grads.items()}
+    res['errors'] = {}
+    x, y, idx = seen_data(N_SEEN)
+    for name, dl, split in (('seed_per_rank', TensorLoader(x, y, idx, batch_size=8, shuffle=True, seed=2 + rank), None),
+                            ('same_loader_unsplit', TensorLoader(x, y, idx, batch_size=8), False)):
+        try: fit(make_net(), dl, epochs=1, device='cpu', progress=False, verbose=False, split_batches=split,
+                 objective=recording(lambda: 0, []))
+        except ValueError as e: res['errors'][name] = str(e)
     assert rank_world() == (rank, 2)
     save_file(tensors, out / f'rank{rank}.safetensors')
     (out / f'rank{rank}.json').write_text(json.dumps(res))
-    torch.distributed.destroy_process_group()
 
 
 if __name__ == '__main__':

@@ -26,6 +26,10 @@ Each model family then runs its forward pass, backward pass and one `fit` step (
 `evaluate` runs too) under the audit; the generators run with and without their KV caches. The planted-bug
 tests show that the audit catches `torch.eye(n)` without `device=`, a loose index and a loose mask, and lets
 the fixed code (`device=x.device`) through.
+
+The same kind of mode also counts the package's reads of tensor values back to the host (`.item()`,
+`.tolist()`, `float(t)`, ...), each of which waits for a GPU: `fit` reads once per optimiser step, however many
+micro-batches the step has, and once per evaluation.
 """
 from __future__ import annotations
 
@@ -307,3 +311,35 @@ def test_set_default_device_meta_is_too_blunt():
                 progress=False, verbose=False)
     finally:
         torch.set_default_device("cpu")
+
+
+# ------------------------------------------------------------------ host reads: one per optimiser step
+class HostReads(TorchFunctionMode):
+    "Count the package's reads of tensor values back to the host: on a GPU each one waits for the device"
+    READS = {"item", "tolist", "__float__", "__int__", "__bool__"}
+
+    def __init__(self, package: str = PKG):
+        super().__init__()
+        self.package, self.where = package, []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in self.READS:
+            caller = sys._getframe(1)
+            if caller.f_code.co_filename.startswith(self.package):
+                self.where.append(f"{Path(caller.f_code.co_filename).name}:{caller.f_lineno}")
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("accum_steps", [1, 4])
+def test_one_host_read_per_step(accum_steps):
+    "fit keeps a step's losses and metrics on the device and reads them once; the evaluation once per epoch"
+    seed_everything(0)
+    model = vit(pool="cls")
+    x, y = images(32)
+    dl = TensorLoader(x, y, batch_size=4)                 # 8 batches: 8 // accum_steps steps per epoch
+    with HostReads() as reads:
+        hist = fit(model, dl, TensorLoader(x, y, batch_size=8), epochs=2, lr=1e-3, warmup=0, device="cpu",
+                   accum_steps=accum_steps, progress=False, verbose=False, precision="fp32")
+    steps = len(hist["loss"])
+    assert steps == 2 * 8 // accum_steps
+    assert len(reads.where) == steps + 2, reads.where     # one per step, one per evaluation

@@ -208,16 +208,25 @@ def pixels(hf, batch=2, dtype=torch.float32, seed=1):
     return torch.randn(batch, c.num_channels, H, W, generator=torch.Generator().manual_seed(seed)).to(dtype)
 
 
+def hf_vit_layers(hf):
+    "Each layer's (query, key, value, first MLP) Linear modules, under transformers >= 5.9's names or older ones"
+    if hasattr(hf.vit, 'layers'):                                     # transformers >= 5.9
+        return [(l.attention.q_proj, l.attention.k_proj, l.attention.v_proj, l.mlp.fc1) for l in hf.vit.layers]
+    return [(l.attention.attention.query, l.attention.attention.key, l.attention.attention.value,
+             l.intermediate.dense) for l in hf.vit.encoder.layer]      # 4.x up to 5.8
+
+
 def assert_same_vit_weights(ours, hf):
     emb = hf.vit.embeddings
     assert torch.equal(ours.pos_emb.weight, emb.position_embeddings[0])
     assert torch.equal(ours.cls_token, emb.cls_token)
     assert torch.equal(ours.patch_embed.proj.weight, emb.patch_embeddings.projection.weight.flatten(1))
     assert torch.equal(ours.head.weight, hf.classifier.weight)
-    for blk, layer in zip(ours.encoder.blocks, hf.vit.layers):
-        a = layer.attention
-        assert torch.equal(blk.attn.to_qkv.weight, torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]))
-        assert torch.equal(blk.mlp.fc1.weight, layer.mlp.fc1.weight)
+    layers = hf_vit_layers(hf)
+    assert len(layers) == len(ours.encoder.blocks)
+    for blk, (q, k, v, fc1) in zip(ours.encoder.blocks, layers):
+        assert torch.equal(blk.attn.to_qkv.weight, torch.cat([q.weight, k.weight, v.weight]))
+        assert torch.equal(blk.mlp.fc1.weight, fc1.weight)
     for p in ours.parameters(): assert p.dtype == hf.classifier.weight.dtype
 
 

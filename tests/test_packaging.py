@@ -1,6 +1,7 @@
 """Ready to publish: `python -m build` makes a wheel and an sdist that pass `twine check --strict`, carry the
-LICENSE, hold no tests they cannot run, and install into a clean venv without any web-server package; the
-versions a release must agree on (tag, `txbook.__version__`, every chapter's Colab pin) agree.
+LICENSE, hold no tests they cannot run, declare the dependency floors that tests/test_versions.py checks, and
+install into a clean venv without any web-server package; the versions a release must agree on (tag,
+`txbook.__version__`, every chapter's Colab pin) agree.
 """
 import email, re, subprocess, sys, tarfile, zipfile
 from pathlib import Path
@@ -12,6 +13,7 @@ from conftest import ROOT
 sys.path.insert(0, str(ROOT / "tools"))
 import check_version
 from test_colab import fresh_venv   # a new venv with torch only (one torch install per test session)
+from test_versions import floors, torch_floor   # the floors pyproject.toml declares
 # What fastprogress 1.1 pulled in (python-fasthtml and its server stack): none may come with txbook
 WEB_STACK = {"python-fasthtml", "fasthtml", "starlette", "uvicorn", "websockets", "httptools", "uvloop",
              "watchfiles", "fastlite", "apswutils", "itsdangerous", "python-multipart", "oauthlib", "httpx",
@@ -54,6 +56,18 @@ def test_versions_in_file_names_and_metadata(dist):
     requires = meta.get_all("Requires-Dist")
     fp = [r for r in requires if r.startswith("fastprogress")]
     assert fp and "<1.1" in fp[0], fp   # 1.1 brings the web stack
+    # the floors tests/test_versions.py checks reach the wheel: torch's two, the hf extra's transformers
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+    def floor_for(name, **env):
+        found = [s.version for r in map(Requirement, requires) if r.name == name
+                 if r.marker is None or r.marker.evaluate(env) for s in r.specifier if s.operator == ">="]
+        return max(found, key=Version)
+    py = lambda v: dict(python_version=v, python_full_version=v + ".0", extra="")
+    assert floor_for("torch", **py("3.11")) == torch_floor("3.11")
+    assert floor_for("torch", **py("3.13")) == torch_floor("3.13")
+    assert "transformers" not in {Requirement(r).name for r in requires if not Requirement(r).marker}
+    assert floor_for("transformers", **{**py("3.11"), "extra": "hf"}) == floors()["transformers"]
 
 
 def test_license_ships_in_wheel_and_sdist(dist):

@@ -1,4 +1,4 @@
-"""Property tests (hypothesis) for the core: `txbook.attention`, `txbook.mhsa`, `txbook.blocks`.
+"""Property tests (hypothesis) for the core: `txbook.attention`, `txbook.mhsa`, `txbook.blocks`, RoPE.
 
 Each property is checked on random shapes, masks and inputs that hypothesis draws; the references are
 independent of the code under test where that is possible (a float64 softmax written out here, PyTorch's
@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st, HealthCheck
 from txbook.attention import attention, attention_weights, causal_mask
 from txbook.mhsa import MultiHeadAttention, KVCache
 from txbook.blocks import TransformerBlock, Decoder
-from txbook.position import RotaryEmbedding
+from txbook.position import RotaryEmbedding, apply_rope
 
 torch.set_num_threads(1)
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -208,3 +208,21 @@ def test_bad_inputs_raise_value_errors():
     with pytest.raises(ValueError, match='floating-point'): attention(q.long(), k.long(), v.long())
     with pytest.raises(ValueError, match='divide'):
         attention(torch.randn(1, 6, 5, 8), torch.randn(1, 4, 7, 8), torch.randn(1, 4, 7, 4))
+
+
+@FAST
+@given(st.integers(1, 8), st.integers(1, 12), st.integers(0, 50), st.integers(0, 2**31 - 1))
+def test_rope_layouts_are_one_rotation_up_to_a_permutation(half_width, N, start, seed):
+    "Half-split RoPE = interleaved RoPE with the features permuted; both keep lengths and see offsets only"
+    Dh = 2 * half_width
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(2, N, Dh, generator=g, dtype=torch.float64)
+    pos = torch.arange(start, start + N)
+    perm = torch.cat([torch.arange(0, Dh, 2), torch.arange(1, Dh, 2)])    # (2i, 2i+1) -> (i, i + Dh/2)
+    half = apply_rope(x[..., perm], pos, layout='half')
+    torch.testing.assert_close(half, apply_rope(x, pos)[..., perm])
+    torch.testing.assert_close(half.norm(dim=-1), x.norm(dim=-1))        # a rotation keeps lengths
+    q, k = x[0], x[1]                                                     # logits see offsets only
+    s = apply_rope(q, pos, layout='half') @ apply_rope(k, pos, layout='half').mT
+    s0 = apply_rope(q, pos - start, layout='half') @ apply_rope(k, pos - start, layout='half').mT
+    torch.testing.assert_close(s, s0, atol=1e-4, rtol=1e-4)

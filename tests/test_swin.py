@@ -6,6 +6,7 @@ own checks.
   coordinates, without the region labels);
 - SwinBlock.window_attention: equal to one global attention restricted to the naive, border-clipped
   shifted windows (no roll, no partition);
+- Swin.no_weight_decay: the tensors Swin's recipe keeps out of weight decay, found through Hugging Face's names;
 - Swin.from_hf: logits of random Hugging Face Swin models (random configurations drawn by hypothesis,
   padded stages included) within 1e-4 in float32 and 1e-10 in float64, dtype kept; every tensor of a
   state dict removed in turn is a ValueError naming it (not a KeyError), and so is an unknown one.
@@ -120,3 +121,30 @@ def test_from_hf_names_every_missing_or_unknown_tensor():
             swin_hf_state_dict({k: v for k, v in sd.items() if k != key}, cfg)
     with pytest.raises(ValueError, match=r"does not know these tensors: \['swin.extra'\]"):
         swin_hf_state_dict({**sd, 'swin.extra': torch.zeros(1)}, cfg)
+
+
+@pytest.mark.parametrize("abs_pos,rel_pos", [(True, True), (False, True), (True, False), (False, False)])
+def test_no_weight_decay_names_the_tables_the_official_recipe_exempts(abs_pos, rel_pos):
+    """Swin's recipe keeps `absolute_pos_embed` and every `relative_position_bias_table` out of weight decay
+    (its `no_weight_decay` and `no_weight_decay_keywords`); ours names the same tensors, as `named_parameters`
+    spells them. The tensors are found through the Hugging Face names (the official code's) and the loader's
+    mapping, not through our names."""
+    transformers = pytest.importorskip('transformers')
+    transformers.logging.set_verbosity_error()
+    from txbook.swin import swin_hf_state_dict
+    cfg = transformers.SwinConfig(image_size=32, patch_size=2, embed_dim=8, depths=[2, 3], num_heads=[1, 2],
+                                  window_size=4, use_absolute_embeddings=abs_pos, num_labels=3)
+    sd = transformers.SwinForImageClassification(cfg).state_dict()
+    exempt = {t.data_ptr() for k, t in sd.items()
+              if 'relative_position_bias_table' in k or k.endswith('embeddings.position_embeddings')}
+    ours = swin_hf_state_dict(sd, cfg)                    # our name -> the same tensor
+    want = {k for k, t in ours.items() if t.data_ptr() in exempt}
+    m = Swin(img_size=32, patch_size=2, in_chans=3, n_classes=3, d_model=8, depths=(2, 3), n_heads=(1, 2),
+             window=4, abs_pos=abs_pos, rel_pos=rel_pos)
+    names = m.no_weight_decay()
+    assert names <= dict(m.named_parameters()).keys()
+    assert len(names) == abs_pos + rel_pos * (2 + 3)
+    if rel_pos:                                           # Hugging Face's Swin always has the tables
+        assert names == want
+    else:
+        assert names == {k for k in want if 'rel_bias' not in k}

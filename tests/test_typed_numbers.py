@@ -16,7 +16,7 @@ import yaml
 from conftest import NBS, ROOT
 
 ALLOWED = yaml.safe_load((ROOT / "tests" / "typed_numbers.yml").read_text()) or {}
-NUMBER = re.compile(r"(?<![\w.\-/])(?:\d+(?:\.\d+)?\s?±\s?\d+(?:\.\d+)?|\d+\.\d+|\d+(?:\.\d+)?\s?%)(?![\w.])")
+NUMBER = re.compile(r"(?<![\w.\-/])(?:\d+(?:\.\d+)?\s?±\s?\d+(?:\.\d+)?|\d+(?:\.\d+)?\s?%|\d+\.\d+)(?![\w.])")
 
 
 def prose(text: str) -> str:

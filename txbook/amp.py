@@ -46,7 +46,7 @@ def grad_scaler(device:torch.device|str,
     return torch.amp.GradScaler(device.type if on else 'cpu', enabled=on)
 
 # %% auto #0
-__all__ = ['Precision', 'amp_dtype', 'resolve_precision', 'autocast', 'grad_scaler', 'scaled_step']
+__all__ = ['Precision', 'amp_dtype', 'resolve_precision', 'autocast', 'grad_scaler', 'scaled_step', 'check_master_weights']
 
 # %% ../nbs/h_amp.ipynb #fbe9c3ac
 import warnings
@@ -68,3 +68,21 @@ def scaled_step(optimizer:torch.optim.Optimizer, scaler:torch.amp.GradScaler,
     with warnings.catch_warnings():                       # PyTorch warns when the schedule
         warnings.filterwarnings('ignore', message=r'Detected call of `lr_scheduler\.step\(\)`')
         scheduler.step()                                  # moves past a skipped step
+
+# %% ../nbs/h_amp.ipynb #e4a64b65
+def check_master_weights(model:nn.Module,
+                         precision:Precision|torch.dtype|None, # the autocast type fit will use
+                         device:torch.device|str='cuda',       # where a name is resolved
+                        ):
+    "Refuse 16-bit autocast on a model whose trainable weights are not float32 (no master weights)"
+    amp = resolve_precision(precision, device)
+    if amp is None: return                                # float32 compute: the model's own dtype
+    bad = {n: p.dtype for n, p in model.named_parameters() if p.requires_grad
+           and p.dtype != torch.float32}
+    if bad:
+        name, dtype = next(iter(bad.items()))
+        kinds = ', '.join(sorted({str(d).removeprefix('torch.') for d in bad.values()}))
+        raise ValueError(f"mixed precision ({str(amp).removeprefix('torch.')}) keeps float32 "
+                         f"weights and computes in 16 bits, but {len(bad)} parameters are {kinds} "
+                         f"(e.g. {name}: {str(dtype).removeprefix('torch.')}): call model.float() "
+                         f"first, or train them as they are with precision='fp32'")

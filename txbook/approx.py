@@ -1,4 +1,4 @@
-"""Three ways to give up exactness for linear cost: random features (Performer), low rank (Linformer) and sliding windows, each checked against its mathematics, then all of them on one language model with the same budget.
+"""Three ways to give up exactness for linear cost: random features (Performer), low rank (Linformer) and sliding windows, each checked against its mathematics and trained on tasks where what it gives up shows, beside the baselines.
 
 Docs: https://txbook.github.io/txbook/nbs/approx.html.md"""
 
@@ -16,7 +16,7 @@ from .mhsa import MultiHeadAttention
 from .efficient import blockwise_attention
 
 # %% auto #0
-__all__ = ['Method', 'random_features', 'positive_features', 'performer_attention', 'linformer_projections',
+__all__ = ['Method', 'random_features', 'feature_logits', 'positive_features', 'performer_attention', 'linformer_projections',
            'linformer_attention', 'window_mask', 'local_attention', 'check_method', 'EfficientAttention',
            'swap_attention']
 
@@ -40,11 +40,25 @@ def random_features(m:int,                # number of features
         g = rows * g.norm(dim=1, keepdim=True)     # the lengths of Gaussian vectors (chi_d)
     return g.to(device=device, dtype=dtype)
 
+def feature_logits(x:Tensor, # (..., N, d)
+                   w:Tensor, # (m, d) from `random_features`
+                  ) -> Tensor: # (..., N, m) z = w x - |x|²/2, so that φ(x) = exp(z) / √m
+    "The exponents of FAVOR+'s positive features"
+    return x @ w.mT - x.pow(2).sum(-1, keepdim=True) / 2
+
 def positive_features(x:Tensor, # (..., N, d)
                       w:Tensor, # (m, d) from `random_features`
+                      *,
+                      subtract_max:Literal['none', 'row', 'all']='none', # see below
                      ) -> Tensor: # (..., N, m) φ(x), so that E[φ(q)·φ(k)] = exp(q·k)
-    "FAVOR+'s positive random features φ(x) = exp(w x - |x|²/2) / √m"
-    z = x @ w.mT - x.pow(2).sum(-1, keepdim=True) / 2
+    "FAVOR+'s positive random features φ(x) = exp(w x - |x|²/2) / √m, optionally rescaled"
+    z = feature_logits(x, w)
+    if subtract_max == 'row':                     # one constant per row (a query): cancels in o_n
+        z = z - z.amax(-1, keepdim=True).detach()
+    elif subtract_max == 'all':                   # one constant for all rows (the keys)
+        z = z - z.amax((-2, -1), keepdim=True).detach()
+    elif subtract_max != 'none':
+        raise ValueError(f"subtract_max must be 'none', 'row' or 'all', got {subtract_max!r}")
     return torch.exp(z) / math.sqrt(w.shape[-2])
 
 # %% ../nbs/19_approx.ipynb #c8e51c8f
@@ -59,21 +73,29 @@ def performer_attention(q:Tensor,             # (..., N, Dh) queries
                        ) -> Tensor:           # (..., N, Dv)
     "FAVOR+: softmax attention with exp(q·k) replaced by φ(q)·φ(k); cost linear in N"
     s = (1 / math.sqrt(q.shape[-1]) if scale is None else scale) ** 0.5   # split between q, k
-    qf = positive_features(q * s, w)                                  # (..., N, m)
-    kf = positive_features(k * s, w)                                  # (..., N, m)
+    qf = positive_features(q * s, w, subtract_max='row')              # (..., N, m)
     if not is_causal:
+        kf = positive_features(k * s, w, subtract_max='all')          # (..., N, m)
         num = qf @ (kf.mT @ v)                                        # (..., N, Dv) via (m, Dv)
         den = qf @ kf.sum(-2).unsqueeze(-1)                           # (..., N, 1)
         return num / den
-    S = torch.zeros(*kf.shape[:-2], w.shape[0], v.shape[-1], dtype=v.dtype, device=v.device)
-    z = torch.zeros(*kf.shape[:-2], w.shape[0], 1, dtype=v.dtype, device=v.device)
+    kz = feature_logits(k * s, w)                                     # (..., N, m) exponents
+    lead, m = kz.shape[:-2], w.shape[0]
+    S = torch.zeros(*lead, m, v.shape[-1], dtype=v.dtype, device=v.device)
+    z = torch.zeros(*lead, m, 1, dtype=v.dtype, device=v.device)
+    run = torch.full((*lead, 1, 1), float('-inf'), dtype=kz.dtype, device=kz.device)
     out = []
     for j in range(0, q.shape[-2], chunk):                  # S = Σ φ(k) vᵀ, z = Σ φ(k) so far
-        qc, kc, vc = qf[..., j:j + chunk, :], kf[..., j:j + chunk, :], v[..., j:j + chunk, :]
+        kzc = kz[..., j:j + chunk, :]
+        new = torch.maximum(run, kzc.amax((-2, -1), keepdim=True).detach())  # running key max
+        S, z = S * torch.exp(run - new), z * torch.exp(run - new)  # as the online softmax
+        kc = torch.exp(kzc - new) / math.sqrt(m)                # (..., c, m), the past's scale
+        qc, vc = qf[..., j:j + chunk, :], v[..., j:j + chunk, :]
         a = (qc @ kc.mT).tril()                             # (..., c, c) inside the chunk
         out.append((qc @ S + a @ vc) / (qc @ z + a.sum(-1, keepdim=True)))
         S = S + kc.mT @ vc                                  # (..., m, Dv)
         z = z + kc.sum(-2).unsqueeze(-1)                    # (..., m, 1)
+        run = new
     return torch.cat(out, dim=-2)
 
 # %% ../nbs/19_approx.ipynb #8ea3df93
@@ -124,25 +146,28 @@ def local_attention(q:Tensor,   # (..., N, Dh) queries
                     k:Tensor,   # (..., N, Dh) keys
                     v:Tensor,   # (..., N, Dv) values
                     *,
-                    window:int, # w: query n sees keys n-w+1..n
+                    window:int, # w: query n sees keys n-w+1..n (and n+1..n+w-1 if not causal)
+                    causal:bool=True, # False: w - 1 keys on each side as well
                     scale:float|None=None,
-                   ) -> Tensor: # (..., N, Dv), equal to `attention` with `window_mask(N, w)`
-    "Causal sliding-window attention in chunks of w queries, each reading its chunk and the last"
+                   ) -> Tensor: # (..., N, Dv): `attention` with `window_mask(N, w, causal=causal)`
+    "Sliding-window attention in chunks of w queries, each reading its neighbour chunks: O(N·w)"
     if not (isinstance(window, int) and window >= 1):
         raise ValueError(f"window must be an integer >= 1, got {window}")
     N, w = q.shape[-2], window
     pad = -N % w                                                   # tokens to fill the last chunk
     q, k, v = (F.pad(t, (0, 0, 0, pad)).unflatten(-2, (-1, w)) for t in (q, k, v))  # (.., C, w, ·)
-    prev = lambda t: torch.cat([torch.zeros_like(t[..., :1, :, :]), t[..., :-1, :, :]], dim=-3)
-    k2 = torch.cat([prev(k), k], dim=-2)                           # (..., C, 2w, Dh)
-    v2 = torch.cat([prev(v), v], dim=-2)                           # (..., C, 2w, Dv)
+    shifts = (1, 0) if causal else (1, 0, -1)                      # previous, own (, next) chunk
+    k3 = torch.cat([k.roll(s, dims=-3) for s in shifts], dim=-2)   # (..., C, 2w or 3w, Dh)
+    v3 = torch.cat([v.roll(s, dims=-3) for s in shifts], dim=-2)   # (..., C, 2w or 3w, Dv)
     C = q.shape[-3]
+    c = torch.arange(C, device=q.device)[:, None, None]            # chunk
     i = torch.arange(w, device=q.device)[:, None]                  # query in its chunk
-    j = torch.arange(2 * w, device=q.device)[None, :]              # key: previous chunk, then own
-    gap = i + w - j                                                # query position - key position
-    first = torch.arange(C, device=q.device)[:, None, None] > 0    # chunk 0 has no previous chunk
-    keep = (gap >= 0) & (gap < w) & (first | (j >= w))             # (C, w, 2w)
-    out = attention(q, k2, v2, keep, scale=scale)                  # (..., C, w, Dv)
+    j = torch.arange(len(shifts) * w, device=q.device)             # key among the chunk's keys
+    key_pos = (c - 1) * w + j                                      # (C, 1, 2w|3w) its position
+    gap = c * w + i - key_pos                                      # query position - key position
+    near = (gap >= 0) & (gap < w) if causal else gap.abs() < w
+    keep = near & (key_pos >= 0) & (key_pos < N)                   # rolled-in and padded keys: out
+    out = attention(q, k3, v3, keep, scale=scale)                  # (..., C, w, Dv)
     return out.flatten(-3, -2)[..., :N, :]
 
 # %% ../nbs/19_approx.ipynb #63584076
@@ -180,13 +205,21 @@ class EfficientAttention(MultiHeadAttention):
         super().__init__(d_model, n_heads, bias=bias, scale=scale, dropout=dropout, rope=rope)
         self.method, self.block_size, self.window = method, block_size, window
         Dh = d_model // n_heads
-        if method == 'performer':                  # fixed features (the paper may redraw them)
+        if method == 'performer':                  # redrawn by `redraw_features` if asked
             self.register_buffer('features', random_features(n_features, Dh))
         if method == 'linformer':
             if seq_len is None: raise ValueError("linformer needs seq_len, the N of E and F")
             E, F_ = linformer_projections(seq_len, k)
             self.E, self.F = nn.Parameter(E), nn.Parameter(F_)
         if method == 'window': window_mask(1, window)         # checks the window
+
+    @torch.no_grad()
+    def redraw_features(self, generator:torch.Generator|None=None): # Performer only
+        "Draw new random features for method 'performer', in place (same shape, device, dtype)"
+        if self.method != 'performer':
+            raise ValueError(f"only method='performer' has random features, not {self.method!r}")
+        m, Dh = self.features.shape
+        self.features.copy_(random_features(m, Dh, generator=generator, dtype=self.features.dtype))
 
     def attend(self, q:Tensor, k:Tensor, v:Tensor, is_causal:bool) -> Tensor: # (B, H, N, Dh)
         "The attention step alone, on heads (B, H, N, Dh)"
@@ -200,10 +233,8 @@ class EfficientAttention(MultiHeadAttention):
                                        scale=s)
         if m == 'performer':
             return performer_attention(q, k, v, self.features, is_causal=is_causal, scale=s)
-        if m == 'window' and is_causal: return local_attention(q, k, v, window=self.window, scale=s)
         if m == 'window':
-            keep = window_mask(q.shape[-2], self.window, causal=False, device=q.device)
-            return attention(q, k, v, keep, scale=s)
+            return local_attention(q, k, v, window=self.window, causal=is_causal, scale=s)
         N = q.shape[-2]                                                  # m == 'linformer'
         return linformer_attention(q, k, v, self.E[:, :N], self.F[:, :N], scale=s)
 

@@ -12,7 +12,18 @@ import torch.nn.functional as F
 from torch import Tensor
 
 # %% auto #0
-__all__ = ['check_qkv', 'kv_groups', 'check_mask', 'attention_weights', 'attention', 'causal_mask']
+__all__ = ['causal_mask', 'check_qkv', 'kv_groups', 'check_mask', 'attention_weights', 'attention']
+
+# %% ../nbs/01_attention.ipynb #f70b6594
+def causal_mask(N:int,           # number of queries
+                M:int|None=None, # number of keys (default N)
+                device:torch.device|str|None=None, # where to create the mask
+                *,
+                offset:int=0,    # query n may attend keys 0..n+offset (a cache of `offset` keys)
+               ) -> Tensor:      # (N, M) bool, True = may attend
+    "Causal mask: query n may attend to keys 0..n+offset (offset 0: top-left, as PyTorch's SDPA)"
+    M = N if M is None else M
+    return torch.ones(N, M, dtype=torch.bool, device=device).tril(offset)
 
 # %% ../nbs/01_attention.ipynb #529265a1
 def _shape(t): return tuple(t.shape)
@@ -155,14 +166,3 @@ def attention(q:Tensor,              # (..., N, Dh) queries
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
     return out.masked_fill(~alive, 0.0)
 
-
-# %% ../nbs/01_attention.ipynb #f70b6594
-def causal_mask(N:int,           # number of queries
-                M:int|None=None, # number of keys (default N)
-                device:torch.device|str|None=None, # where to create the mask
-                *,
-                offset:int=0,    # query n may attend keys 0..n+offset (a cache of `offset` keys)
-               ) -> Tensor:      # (N, M) bool, True = may attend
-    "Causal mask: query n may attend to keys 0..n+offset (offset 0: top-left, as PyTorch's SDPA)"
-    M = N if M is None else M
-    return torch.ones(N, M, dtype=torch.bool, device=device).tril(offset)

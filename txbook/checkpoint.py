@@ -6,24 +6,52 @@ Docs: https://txbook.github.io/txbook/nbs/i_checkpoint.html.md"""
 
 # %% ../nbs/i_checkpoint.ipynb #a4fe6051
 from __future__ import annotations
-import json, os, tempfile
+import json, os, random, tempfile
 from pathlib import Path
+import numpy as np
 import torch
 from torch import nn, Tensor
 from safetensors import safe_open
 from safetensors.torch import save_file
+from .data import commit_file
 
 def rng_state() -> dict[str, Tensor]:
-    "This process's random generators: the CPU one and one per visible CUDA device"
+    "This process's random generators: PyTorch's (CPU, every CUDA device, MPS), Python's, NumPy's"
     s = {'rng.torch': torch.get_rng_state()}
     if torch.cuda.is_available():
         s.update({f'rng.cuda.{i}': t for i, t in enumerate(torch.cuda.get_rng_state_all())})
+    if torch.backends.mps.is_available(): s['rng.mps'] = torch.mps.get_rng_state()
+    version, words, gauss = random.getstate()             # Mersenne Twister: 624 words + index
+    s['rng.python'] = torch.tensor([version, *words], dtype=torch.int64)
+    s['rng.python_gauss'] = torch.tensor([gauss is not None, gauss or 0.0], dtype=torch.float64)
+    name, keys, pos, has_gauss, cached = np.random.get_state()   # NumPy's global MT19937
+    s['rng.numpy'] = torch.tensor([*keys.tolist(), pos, has_gauss], dtype=torch.int64)
+    s['rng.numpy_gauss'] = torch.tensor([cached], dtype=torch.float64)
     return s
+
+def _set_rng_state(tensors:dict[str, Tensor], pre:str):
+    "Restore the generators `rng_state` saved under the prefix `pre` ('rng.' or 'rng.rank1.')"
+    torch.set_rng_state(tensors[pre + 'torch'])
+    cuda_keys = sorted((k for k in tensors if k.startswith(pre + 'cuda.')),
+                       key=lambda k: int(k.rsplit('.', 1)[1]))          # 'cuda.10' after 'cuda.9'
+    cuda = [tensors[k] for k in cuda_keys]
+    if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(cuda)
+    if pre + 'mps' in tensors and torch.backends.mps.is_available():
+        torch.mps.set_rng_state(tensors[pre + 'mps'])
+    if pre + 'python' in tensors:
+        version, *words = tensors[pre + 'python'].tolist()
+        has, gauss = tensors[pre + 'python_gauss'].tolist()
+        random.setstate((version, tuple(words), gauss if has else None))
+    if pre + 'numpy' in tensors:
+        *keys, pos, has_gauss = tensors[pre + 'numpy'].tolist()
+        cached = tensors[pre + 'numpy_gauss'].item()
+        np.random.set_state(('MT19937', np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
 
 def save_checkpoint(path:str|Path,                   # the .safetensors file to (over)write
                     model:nn.Module,
                     optimizer:torch.optim.Optimizer|None=None,
-                    scheduler=None,                  # a torch LR scheduler, JSON-serialisable
+                    scheduler=None,                  # a torch LR scheduler
                     step:int=0,                      # optimiser steps done so far
                     *, meta:dict|None=None,          # anything JSON-serialisable, e.g. the history
                     rng:dict[str, Tensor]|None=None, # RNG states to store; default: this process's
@@ -40,21 +68,33 @@ def save_checkpoint(path:str|Path,                   # the .safetensors file to 
                 if not torch.is_tensor(v): v = torch.tensor(v)
                 tensors[f'optim.{i}.{k}'] = v.detach().cpu().clone().contiguous()
         info['param_groups'] = sd['param_groups']
-    if scheduler is not None: info['scheduler'] = scheduler.state_dict()
+    if scheduler is not None:
+        sd = scheduler.state_dict()
+        if 'lr_lambdas' in sd:                            # a callable object's attributes: the
+            sd['lr_lambdas'] = [None] * len(sd['lr_lambdas'])   # schedule is code, not state
+        info['scheduler'] = sd
     tensors.update(rng_state() if rng is None else rng)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + '.', suffix='.tmp'); os.close(fd)
     try:
         save_file(tensors, tmp, metadata={'txbook': json.dumps(info)})
-        os.replace(tmp, path)
+        commit_file(tmp, path)                            # flushed, then renamed over `path`
     finally:
         if os.path.exists(tmp): os.remove(tmp)
     return path
 
 # %% auto #0
-__all__ = ['rng_state', 'save_checkpoint', 'load_checkpoint']
+__all__ = ['rng_state', 'save_checkpoint', 'checkpoint_meta', 'load_checkpoint']
 
 # %% ../nbs/i_checkpoint.ipynb #6a0d82fd
+def checkpoint_meta(path:str|Path) -> dict:    # {'step': int, 'meta': dict}
+    "The step and metadata of a `save_checkpoint` file, read from its header alone"
+    with safe_open(str(path), framework='pt') as f: header = f.metadata() or {}
+    if 'txbook' not in header:
+        raise ValueError(f"{path} is not a `save_checkpoint` file: no 'txbook' metadata")
+    info = json.loads(header['txbook'])
+    return {'step': info['step'], 'meta': info['meta']}
+
 def load_checkpoint(path:str|Path, model:nn.Module,
                     optimizer:torch.optim.Optimizer|None=None,
                     scheduler=None,
@@ -81,11 +121,5 @@ def load_checkpoint(path:str|Path, model:nn.Module,
     if scheduler is not None and 'scheduler' in info: scheduler.load_state_dict(info['scheduler'])
     pre = 'rng.' if rank == 0 else f'rng.rank{rank}.'
     # a checkpoint written by fewer processes has no state for this rank: leave its generators
-    if restore_rng and pre + 'torch' in tensors:
-        torch.set_rng_state(tensors[pre + 'torch'])
-        cuda_keys = sorted((k for k in tensors if k.startswith(pre + 'cuda.')),
-                           key=lambda k: int(k.rsplit('.', 1)[1]))      # 'cuda.10' after 'cuda.9'
-        cuda = [tensors[k] for k in cuda_keys]
-        if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
-            torch.cuda.set_rng_state_all(cuda)
+    if restore_rng and pre + 'torch' in tensors: _set_rng_state(tensors, pre)
     return {'step': info['step'], 'meta': info['meta']}

@@ -118,7 +118,7 @@ def in_colab() -> bool:
 # %% ../nbs/a_core.ipynb #457af7c2
 def book_setup(figsize:tuple=(6.0, 4.0), # default figure size in inches
               ):
-    "Figure defaults shared by every chapter (SVG, a fixed size); in a Colab without a GPU, how to get one"
+    "Figure defaults for every chapter (SVG, a fixed size); in a Colab without GPU, how to get one"
     import matplotlib.pyplot as plt
     try:
         from matplotlib_inline.backend_inline import set_matplotlib_formats
@@ -128,9 +128,9 @@ def book_setup(figsize:tuple=(6.0, 4.0), # default figure size in inches
     if in_colab() and not torch.cuda.is_available() and size() == 'quick':
         print(COLAB_CPU_NOTE)
 
-COLAB_CPU_NOTE = ("This Colab runtime has no GPU, so the chapter runs at quick size (the small CPU sizes of "
-                  "the website). For the full size: Runtime → Change runtime type → T4 GPU, then Runtime → "
-                  "Run all.")
+COLAB_CPU_NOTE = ("This Colab runtime has no GPU, so the chapter runs at quick size (the small "
+                  "CPU sizes of the website). For the full size: Runtime → Change runtime type → "
+                  "T4 GPU, then Runtime → Run all.")
 
 # %% ../nbs/a_core.ipynb #52841234
 from fastcore.docments import MarkdownRenderer

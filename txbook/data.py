@@ -17,8 +17,9 @@ from torch import Tensor
 # %% auto #0
 __all__ = ['SHAKESPEARE_URL', 'SHAKESPEARE_SHA256', 'MNIST_FILES', 'MNIST_URLS', 'MNIST_SHA256', 'FASHION_CLASSES', 'MNIST_MEAN',
            'MNIST_STD', 'FASHION_MEAN', 'FASHION_STD', 'MNIST_STATS', 'CIFAR10_URL', 'CIFAR10_SHA256',
-           'CIFAR10_CLASSES', 'data_dir', 'cache_dir', 'file_sha256', 'download', 'load_tinyshakespeare', 'read_idx',
-           'load_mnist', 'normalise', 'load_cifar10', 'random_crop', 'random_hflip', 'augment', 'TensorLoader']
+           'CIFAR10_CLASSES', 'data_dir', 'cache_dir', 'file_sha256', 'commit_file', 'download', 'load_tinyshakespeare',
+           'read_idx', 'load_mnist', 'normalise', 'load_cifar10', 'random_crop', 'random_hflip', 'augment',
+           'TensorLoader']
 
 # %% ../nbs/e_data.ipynb #ecc739e0
 def data_dir(name:str|None=None, # a dataset folder inside the data root, e.g. 'mnist' (not checked)
@@ -48,6 +49,17 @@ def file_sha256(path:str|Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b''): h.update(chunk)
     return h.hexdigest()
 
+def commit_file(tmp:str|Path,   # a finished temporary file, in the destination's folder
+                dest:str|Path,  # the name it gets
+               ) -> Path:
+    "Make `tmp` the file `dest`: the permissions of a new file, its bytes on disk, then a rename"
+    mask = os.umask(0o022)                                # read the process's umask,
+    os.umask(mask)                                        # and put it back
+    os.chmod(tmp, 0o666 & ~mask)                          # mkstemp made it 0600
+    with open(tmp, 'rb') as f: os.fsync(f.fileno())       # the data before the name pointing to it
+    os.replace(tmp, dest)
+    return Path(dest)
+
 def download(url:str,         # http(s):// or file:// URL
              dest:str|Path,   # where the file should end up
              sha256:str,      # the expected hex SHA-256 of the file
@@ -63,7 +75,7 @@ def download(url:str,         # http(s):// or file:// URL
         got = file_sha256(tmp)
         if got != sha256:
             raise ValueError(f"SHA-256 mismatch for {url}: expected {sha256}, got {got}")
-        os.replace(tmp, dest)
+        commit_file(tmp, dest)
     finally:
         if os.path.exists(tmp): os.remove(tmp)
     return dest
@@ -255,21 +267,31 @@ class TensorLoader:
         self.seed, self.transform, self.epoch, self.start = seed, transform, 0, 0
 
     def set_epoch(self, epoch:int, start:int=0):
-        "Choose the epoch (hence the order) and the first batch the next iteration yields"
+        "Choose the epoch (hence the order) and the first batch of the next pass (once)"
         self.epoch, self.start = epoch, start
 
     def __len__(self):
         n = len(self.tensors[0])
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
+    def _seed(self, *ids:int) -> int:
+        "A generator seed for (seed, epoch, *ids), as before, kept in manual_seed's 64 bits"
+        s = self.seed * 100_003 + self.epoch
+        for i in ids: s = s * 100_003 + i
+        return s % 2**64
+
     def __iter__(self):
+        start, self.start = self.start, 0                 # a start applies to one pass only
+        return self._batches(start)
+
+    def _batches(self, start:int):
+        "The batches of the current epoch from batch `start` on"
         n = len(self.tensors[0])
-        g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
+        g = torch.Generator().manual_seed(self._seed())
         idx = torch.randperm(n, generator=g) if self.shuffle else torch.arange(n)
-        for i in range(self.start, len(self)):
+        for i in range(start, len(self)):
             b = idx[i * self.batch_size:(i + 1) * self.batch_size]
             batch = [t[b.to(t.device)] for t in self.tensors]
             if self.transform is not None:
-                g = torch.Generator().manual_seed((self.seed * 100_003 + self.epoch) * 100_003 + i)
-                batch[0] = self.transform(batch[0], g)
+                batch[0] = self.transform(batch[0], torch.Generator().manual_seed(self._seed(i)))
             yield tuple(batch)

@@ -6,7 +6,7 @@ Docs: https://txbook.github.io/txbook/nbs/j_distributed.html.md"""
 
 # %% ../nbs/j_distributed.ipynb #1448fd83
 from __future__ import annotations
-import os
+import atexit, os
 import torch
 import torch.distributed as dist
 from torch import Tensor
@@ -17,6 +17,10 @@ def rank_world() -> tuple[int, int]:
     "(rank, world size) of this process: (0, 1) unless a process group runs, e.g. under torchrun"
     if dist.is_available() and dist.is_initialized(): return dist.get_rank(), dist.get_world_size()
     return 0, 1
+
+def _leave_group():
+    "At exit: leave the process group `setup_distributed` joined, as PyTorch asks"
+    if dist.is_initialized(): dist.destroy_process_group()
 
 def setup_distributed(device=None,        # default: `default_device()`
                      ) -> torch.device:   # the device this process computes on
@@ -29,6 +33,7 @@ def setup_distributed(device=None,        # default: `default_device()`
     if not dist.is_initialized():                        # rank, world size, address: from torchrun
         backend = 'nccl' if device.type == 'cuda' else 'gloo'
         dist.init_process_group(backend, device_id=device if device.type == 'cuda' else None)
+        atexit.register(_leave_group)                    # the script may still use the group
     return device
 
 def shard(batch:Tensor|tuple[Tensor, ...], # a global batch: tensor(s) with one first dimension B
@@ -39,12 +44,25 @@ def shard(batch:Tensor|tuple[Tensor, ...], # a global batch: tensor(s) with one 
     if isinstance(batch, Tensor): return batch.tensor_split(world_size)[rank]
     return type(batch)(t.tensor_split(world_size)[rank] for t in batch)
 
-def reduce_sums(values:list[float], device:torch.device) -> list[float]:
-    "Sums over all ranks of each rank's `values` (float64); the values themselves in one process"
-    if rank_world()[1] == 1: return list(values)
-    sums = torch.tensor(values, dtype=torch.float64, device=device)
-    dist.all_reduce(sums)
+def reduce_sums(values:list[float|Tensor], # numbers or 0-dim tensors (on any device)
+                device:torch.device,
+               ) -> list[float]:
+    "Sums over all ranks of each rank's `values` (float64), read back to the host in one transfer"
+    if not values: return []
+    sums = torch.stack([torch.as_tensor(v, dtype=torch.float64, device=device).reshape(())
+                        for v in values])
+    if rank_world()[1] > 1: dist.all_reduce(sums)
     return sums.tolist()
+
+def all_equal(values:list[float|Tensor], device:torch.device) -> bool:
+    "Whether every rank holds the same `values` (True in one process)"
+    if rank_world()[1] == 1: return True
+    lo = torch.stack([torch.as_tensor(v, dtype=torch.float64, device=device).reshape(())
+                      for v in values])
+    hi = lo.clone()
+    dist.all_reduce(lo, op=dist.ReduceOp.MIN)
+    dist.all_reduce(hi, op=dist.ReduceOp.MAX)
+    return torch.equal(lo, hi)
 
 def gather_rng_states() -> dict[str, Tensor]|None:
     "Every rank's random generators, named as `load_checkpoint` reads them; None in one process"
@@ -56,12 +74,33 @@ def gather_rng_states() -> dict[str, Tensor]|None:
             for r, s in enumerate(states) for k, v in s.items()}
 
 # %% auto #0
-__all__ = ['rank_world', 'setup_distributed', 'shard', 'reduce_sums', 'gather_rng_states', 'wrap_model']
+__all__ = ['rank_world', 'setup_distributed', 'shard', 'reduce_sums', 'all_equal', 'gather_rng_states', 'distributed_sampler',
+           'resolve_split', 'wrap_model']
 
 # %% ../nbs/j_distributed.ipynb #a1e474e1
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DistributedSampler
 from .core import compile_problem
+
+def distributed_sampler(dl) -> DistributedSampler|None:
+    "The `DistributedSampler` a loader draws its indices from, if any (its own per-rank samples)"
+    batch_sampler = getattr(dl, 'batch_sampler', None)
+    for s in (getattr(dl, 'sampler', None), getattr(batch_sampler, 'sampler', None), batch_sampler):
+        if isinstance(s, DistributedSampler): return s
+    return None
+
+def resolve_split(dl,                    # the training (or validation) loader
+                  split_batches:bool|None=None, # True: global batches to cut; False: per-rank ones
+                 ) -> bool:                    # whether each rank keeps its `shard` of every batch
+    "Cut the loader's batches into shards unless it gives each rank its own (a DistributedSampler)"
+    sampler = distributed_sampler(dl)
+    if split_batches is None: return sampler is None
+    if split_batches and sampler is not None:
+        raise ValueError("split_batches=True, but the loader draws from a DistributedSampler, "
+                         "which already gives each rank its own samples: use split_batches=False "
+                         "or None")
+    return split_batches
 
 def wrap_model(model:nn.Module, device:torch.device|str,
                *, compile:bool=False,   # torch.compile, where it can run

@@ -1,4 +1,4 @@
-"""Exact attention without the N×N matrix: the online softmax and tiling (the idea inside the fused kernel), its gradients, and the memory wall measured.
+"""Exact attention without the N×N matrix: the online softmax and tiling, FlashAttention-2's recomputing backward pass built and checked, its memory traffic counted, and the memory wall measured in the forward pass and in training.
 
 Docs: https://txbook.github.io/txbook/nbs/efficient.html.md"""
 
@@ -12,7 +12,7 @@ from torch import Tensor
 from .attention import check_qkv, check_mask, kv_groups
 
 # %% auto #0
-__all__ = ['blockwise_attention']
+__all__ = ['blockwise_attention', 'causal_tile_skipped', 'FlashAttention', 'flash_attention']
 
 # %% ../nbs/18_efficient.ipynb #00fb9652
 def _block_mask(mask, j, b, N, M, is_causal, device):
@@ -66,3 +66,139 @@ def blockwise_attention(q:Tensor,              # (..., N, Dh) queries
         m_run = m_new
     out = o_run / l_run.masked_fill(l_run == 0, 1.0)                   # dead rows: 0 / 1
     return out.to(q.dtype)
+
+# %% ../nbs/18_efficient.ipynb #f6281bac
+def causal_tile_skipped(i0:int,     # first query row of the tile
+                        i1:int,     # one past its last query row
+                        j0:int,     # first key of the tile
+                        offset:int=0, # query n sees keys 0..n+offset (chapter 1's `offset`)
+                       ) -> bool:   # True: the causal mask forbids the whole tile
+    "Whether a causal mask hides every key from j0 on from the query rows i0..i1-1"
+    return j0 > i1 - 1 + offset
+
+def _tile_logits(qi, kj, mask, i0, j0, is_causal, offset):
+    "S_ij = q_i k_jᵀ (q already scaled), with the tile's part of `mask` and of the causal mask"
+    s = qi @ kj.mT                                                    # (..., bq, bk)
+    bq, bk = s.shape[-2], s.shape[-1]
+    if mask is not None:                                              # a mask may broadcast N or M
+        mt = mask[..., i0:i0 + bq, :] if mask.shape[-2] > 1 else mask
+        mt = mt[..., j0:j0 + bk] if mt.shape[-1] > 1 else mt
+        s = s.masked_fill(~mt, float('-inf')) if mt.dtype == torch.bool else s + mt.to(s.dtype)
+    if is_causal and j0 + bk - 1 > i0 + offset:                   # the tile crosses the diagonal
+        n = torch.arange(i0, i0 + bq, device=s.device)[:, None]       # query positions
+        m = torch.arange(j0, j0 + bk, device=s.device)                # key positions
+        s = s.masked_fill(m > n + offset, float('-inf'))
+    return s
+
+def _grouped(q, k, v, mask, g):
+    "Views where g query heads share a key head: q (.., Hkv, g, N, Dh), k and v (.., Hkv, 1, M, ·)"
+    if g == 1: return q, k, v, mask
+    hk = k.shape[-3]
+    q = q.unflatten(-3, (hk, g))                                       # a view, no copy
+    k, v = k.unsqueeze(-3), v.unsqueeze(-3)                            # views, no copy
+    if mask is not None and mask.ndim >= 3:
+        mask = mask.unflatten(-3, (hk, g)) if mask.shape[-3] > 1 else mask.unsqueeze(-3)
+    return q, k, v, mask
+
+# %% ../nbs/18_efficient.ipynb #a1873032
+class FlashAttention(torch.autograd.Function):
+    "FlashAttention-2 in PyTorch: tiled forward saving O and the log-sum-exp; recomputing backward"
+    @staticmethod
+    def forward(ctx, q, k, v, mask, is_causal, offset, scale, block_q, block_k, io):
+        g = kv_groups(q, k)
+        qg, kg, vg, mg = _grouped(q, k, v, mask, g)
+        acc = torch.promote_types(q.dtype, torch.float32)             # accumulate in >= float32
+        N, M, Dv = q.shape[-2], k.shape[-2], v.shape[-1]
+        lead = torch.broadcast_shapes(qg.shape[:-2], kg.shape[:-2])
+        out = torch.empty((*lead, N, Dv), dtype=acc, device=q.device)  # O, written once per row
+        lse = torch.empty((*lead, N, 1), dtype=acc, device=q.device)   # μ + log ℓ per row
+        for i0 in range(0, N, block_q):                                # outer loop: query blocks
+            qi = qg[..., i0:i0 + block_q, :].to(acc) * scale           # Q_i, read once
+            bq = qi.shape[-2]
+            m_run = torch.full((*lead, bq, 1), float('-inf'), dtype=acc, device=q.device)
+            l_run = torch.zeros((*lead, bq, 1), dtype=acc, device=q.device)
+            o_run = torch.zeros((*lead, bq, Dv), dtype=acc, device=q.device)  # unnormalised
+            if io is not None: io['read'] += qi.numel()
+            for j0 in range(0, M, block_k):                            # inner loop: key blocks
+                if is_causal and causal_tile_skipped(i0, i0 + bq, j0, offset): break
+                kj = kg[..., j0:j0 + block_k, :].to(acc)
+                vj = vg[..., j0:j0 + block_k, :].to(acc)
+                if io is not None: io['read'] += kj.numel() + vj.numel()
+                s = _tile_logits(qi, kj, mg, i0, j0, is_causal, offset)   # (..., bq, bk)
+                m_new = torch.maximum(m_run, s.amax(-1, keepdim=True))
+                m_safe = m_new.masked_fill(m_new == float('-inf'), 0.0)   # no -inf - -inf
+                p = torch.exp(s - m_safe)
+                alpha = torch.exp(m_run - m_safe)
+                l_run = alpha * l_run + p.sum(-1, keepdim=True)
+                o_run = alpha * o_run + p @ vj
+                m_run = m_new
+            dead = l_run == 0                                          # rows that see no key
+            out[..., i0:i0 + bq, :] = o_run / l_run.masked_fill(dead, 1.0)  # normalised once
+            lse[..., i0:i0 + bq, :] = torch.where(dead, float('inf'), m_run + l_run.log())
+            if io is not None: io['write'] += o_run.numel() + l_run.numel()
+        ctx.save_for_backward(q, k, v, out, lse, *([] if mask is None else [mask]))
+        ctx.options = (is_causal, offset, scale, block_q, block_k, g)
+        return (out.flatten(-4, -3) if g > 1 else out).to(q.dtype)
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, out, lse, *mask = ctx.saved_tensors
+        is_causal, offset, scale, block_q, block_k, g = ctx.options
+        qg, kg, vg, mg = _grouped(q, k, v, mask[0] if mask else None, g)
+        acc = out.dtype
+        do = (dout.unflatten(-3, (k.shape[-3], g)) if g > 1 else dout).to(acc)
+        D = (do * out).sum(-1, keepdim=True)                           # (..., N, 1) rowsum(dO ∘ O)
+        N, M = q.shape[-2], k.shape[-2]
+        dq = torch.zeros((*out.shape[:-1], q.shape[-1]), dtype=acc, device=q.device)
+        dk = torch.zeros(kg.shape, dtype=acc, device=q.device)
+        dv = torch.zeros(vg.shape, dtype=acc, device=q.device)
+        for j0 in range(0, M, block_k):                                # outer loop: key blocks
+            kj = kg[..., j0:j0 + block_k, :].to(acc)
+            vj = vg[..., j0:j0 + block_k, :].to(acc)
+            dk_j, dv_j = torch.zeros_like(kj), torch.zeros_like(vj)    # stay on chip in the kernel
+            for i0 in range(0, N, block_q):                            # inner loop: query blocks
+                rows = slice(i0, i0 + block_q)
+                if is_causal and causal_tile_skipped(i0, min(i0 + block_q, N), j0, offset):
+                    continue
+                qi = qg[..., rows, :].to(acc) * scale
+                s = _tile_logits(qi, kj, mg, i0, j0, is_causal, offset)
+                p = torch.exp(s - lse[..., rows, :])                   # P_ij recomputed, normalised
+                dv_j += (p.mT @ do[..., rows, :]).sum_to_size(dv_j.shape)   # dV_j += P_ijᵀ dO_i
+                dp = do[..., rows, :] @ vj.mT                          # dP_ij = dO_i V_jᵀ
+                ds = p * (dp - D[..., rows, :])                    # dS_ij = P_ij ∘ (dP_ij − D_i)
+                dq[..., rows, :] += scale * (ds @ kj)                  # dQ_i += dS_ij K_j / √Dh
+                dk_j += (ds.mT @ qi).sum_to_size(dk_j.shape)           # dK_j += dS_ijᵀ Q_i / √Dh
+            dk[..., j0:j0 + block_k, :] = dk_j
+            dv[..., j0:j0 + block_k, :] = dv_j
+        dq = dq.sum_to_size(qg.shape)
+        if g > 1: dq, dk, dv = dq.flatten(-4, -3), dk.squeeze(-3), dv.squeeze(-3)
+        grads = (dq.to(q.dtype), dk.sum_to_size(k.shape).to(k.dtype),
+                 dv.sum_to_size(v.shape).to(v.dtype))
+        return grads + (None,) * 7                                    # no gradient for the options
+
+def flash_attention(q:Tensor,              # (..., H, N, Dh) queries
+                    k:Tensor,              # (..., H_kv, M, Dh) keys (H_kv divides H: GQA)
+                    v:Tensor,              # (..., H_kv, M, Dv) values
+                    *,
+                    block_q:int|None=None, # queries per tile (None: all N at once)
+                    block_k:int=64,        # keys per tile
+                    mask:Tensor|None=None, # bool (True = may attend) or float (added; no grad)
+                    is_causal:bool=False,  # query n sees keys 0..n+offset
+                    offset:int=0,          # M - N: FlashAttention's bottom-right causal alignment
+                    scale:float|None=None, # logit scale, default 1/√Dh
+                    io:dict|None=None,     # if given: counts elements read ('read') and written
+                   ) -> Tensor:            # (..., H, N, Dv); rows that see no key give zeros
+    "Exact attention, tiled, whose backward recomputes the weights: memory O(N) in training"
+    for name, b in (('block_q', block_q), ('block_k', block_k)):
+        if b is not None and not (isinstance(b, int) and b >= 1):
+            raise ValueError(f"{name} must be an integer >= 1, got {b}")
+    if not (isinstance(offset, int) and offset >= 0):
+        raise ValueError(f"offset must be an int >= 0 (queries sit at offset..offset+N-1), "
+                         f"got {offset!r}")
+    check_qkv(q, k, v)
+    check_mask(q, k, mask)                                  # chapter 1's checks, same messages
+    if mask is not None and mask.requires_grad:
+        raise ValueError("flash_attention does not differentiate the mask: pass mask.detach()")
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    block_q = q.shape[-2] if block_q is None else block_q
+    return FlashAttention.apply(q, k, v, mask, is_causal, offset, scale, block_q, block_k, io)

@@ -65,7 +65,7 @@ def torch_activation(a:Callable) -> str: # `nn.GELU()`, `F.relu`, ... (PyTorch's
     raise ValueError(f"activation {a!r} is not supported; expected relu, gelu or tanh-gelu")
 
 # %% ../nbs/l_foreign.ipynb #b78601cc
-HF4_TO_5 = [(r'^vit\.encoder\.layer\.(\d+)\.', r'vit.layers.\1.'),   # transformers 4 -> 5 names
+HF4_TO_5 = [(r'^vit\.encoder\.layer\.(\d+)\.', r'vit.layers.\1.'),   # old names -> 5.9's
             (r'attention\.(attention|self)\.query\.', 'attention.q_proj.'),
             (r'attention\.(attention|self)\.key\.', 'attention.k_proj.'),
             (r'attention\.(attention|self)\.value\.', 'attention.v_proj.'),

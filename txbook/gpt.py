@@ -26,7 +26,7 @@ __all__ = ['GPTConfig', 'gpt_block', 'sample_next', 'gpt2_config', 'gpt2_state_d
 class GPTConfig:
     "Size and options of a `GPT`; defaults: nanoGPT's Shakespeare-character sizes, GPT-2's biases"
     vocab_size:int = 65          # V, number of token ids
-    block_size:int = 256         # context length: the longest sequence the model reads
+    block_size:int = 256         # context length: rows of a learned position table (RoPE: any)
     depth:int = 6                # L, number of transformer blocks
     n_heads:int = 6              # H, heads per block
     d_model:int = 384            # D, residual stream width
@@ -162,9 +162,9 @@ class GPT(nn.Module):
         if idx.ndim != 2:
             raise ValueError(f"idx must be (B, N) token ids, got shape {tuple(idx.shape)}")
         past = 0 if caches is None else len(caches[0])                     # tokens already seen
-        if past + idx.shape[1] > self.cfg.block_size:
+        if self.pos_emb is not None and past + idx.shape[1] > self.cfg.block_size:
             raise ValueError(f"sequence length {past + idx.shape[1]} exceeds the context length "
-                             f"block_size={self.cfg.block_size}")
+                             f"block_size={self.cfg.block_size} of the learned position table")
         x = self.tok_emb(idx)                                               # (B, N, D)
         if self.pos_emb is not None: x = self.pos_emb(x, offset=past)       # RoPE: in attention
         x = self.drop(x)
@@ -197,18 +197,24 @@ class GPT(nn.Module):
                  temperature:float=1.0,     # 0 = greedy
                  top_k:int|None=None,       # sample among the k most likely tokens only (0: all)
                  use_cache:bool=True,       # False = recompute the whole window at every step
+                 window:int|None=None,      # tokens read at each step (None: block_size); RoPE: any
                  generator:torch.Generator|None=None,
                 ) -> Tensor:                # (B, N + max_new_tokens)
-        "Sample tokens one at a time; the model reads the last `block_size` tokens at each step"
+        "Sample tokens one at a time; the model reads the last `window` tokens at each step"
         self.check_ids(idx)                       # once: the ids appended below are in range
         block_size, caches = self.cfg.block_size, None
+        window = block_size if window is None else window
+        if window < 1: raise ValueError(f"window must be >= 1, got {window}")
+        if self.pos_emb is not None and window > block_size:
+            raise ValueError(f"window={window} exceeds block_size={block_size}: a learned position "
+                             f"table has no row past it (a RoPE model may read more)")
         with eval_mode(self):
             for _ in range(max_new_tokens):
                 if not use_cache:
-                    logits = self(idx[:, -block_size:])             # (B, N, V), N ≤ block_size
-                elif caches is None or len(caches[0]) == block_size:  # start, or the window
-                    caches = self.new_caches()    # slides: every position changes, so refill
-                    logits = self(idx[:, -block_size:], caches=caches)  # from the whole window
+                    logits = self(idx[:, -window:])                 # (B, N, V), N ≤ window
+                elif caches is None or len(caches[0]) == window:  # start, or the window slides:
+                    caches = self.new_caches()    # every position changes, so refill
+                    logits = self(idx[:, -window:], caches=caches)  # from the whole window
                 else:
                     logits = self(idx[:, -1:], caches=caches)               # the newest token
                 nxt = sample_next(logits[:, -1], temperature=temperature, top_k=top_k,

@@ -17,9 +17,9 @@ def classification_loss(logits:Tensor,          # (..., K) class scores
     flat = logits.flatten(0, -2).float()        # (B·N, K)
     return F.cross_entropy(flat, y.flatten(), label_smoothing=label_smoothing)
 
-def accuracy(logits:Tensor, y:Tensor) -> float:
+def accuracy(logits:Tensor, y:Tensor) -> Tensor:   # 0-dim: reading it waits for the device
     "Fraction of positions whose arg-max class is the target"
-    return (logits.argmax(-1) == y).float().mean().item()
+    return (logits.argmax(-1) == y).float().mean()
 
 def lm_loss(logits:Tensor,  # (B, N, V) next-token logits
             targets:Tensor, # (B, N) the token that follows each position

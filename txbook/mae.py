@@ -158,3 +158,7 @@ class MAE(nn.Module):
         "`fit`'s objective for pre-training: the MAE loss; logs both of its terms"
         out = model(batch if isinstance(batch, Tensor) else batch[0])   # masks: the global RNG
         return out.loss, {'recon': out.recon_loss.item(), 'position': out.position_loss.item()}
+
+    def no_weight_decay(self) -> set[str]:
+        "The MAE's own parameter a recipe spares from weight decay: the mask token (timm, SimMIM)"
+        return {'mask_token'}               # the encoder's CLS token: `ViT.no_weight_decay`

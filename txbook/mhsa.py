@@ -13,7 +13,7 @@ from torch import nn, Tensor
 from .attention import attention, attention_weights
 
 # %% auto #0
-__all__ = ['check_tokens', 'MultiHeadAttention', 'mha_from_torch', 'mha_to_torch', 'KVCache']
+__all__ = ['check_tokens', 'KVCache', 'MultiHeadAttention', 'mha_from_torch', 'mha_to_torch']
 
 # %% ../nbs/02_mhsa.ipynb #e9530fc7
 def check_tokens(x:Tensor,      # the input to check
@@ -27,6 +27,38 @@ def check_tokens(x:Tensor,      # the input to check
     if why:
         raise ValueError(f"{name} must have shape (B, N, D={d_model}); "
                          f"got {tuple(x.shape)} ({', '.join(why)})")
+
+# %% ../nbs/02_mhsa.ipynb #dc1b5273
+class KVCache:
+    "Keys and values one attention layer has seen so far: `append` adds a call's, returns all"
+    def __init__(self):
+        self.k: Tensor|None = None                  # (B, H, T, Dh) cached keys
+        self.v: Tensor|None = None                  # (B, H, T, Dv) cached values
+
+    def __len__(self) -> int:                       # T, the number of cached positions
+        return 0 if self.k is None else self.k.shape[-2]
+
+    def append(self, k:Tensor, # (B, H, N, Dh) this call's keys
+               v:Tensor,       # (B, H, N, Dv) this call's values
+              ) -> tuple[Tensor, Tensor]: # all keys and values (B, H, T+N, ·), oldest first
+        "Add this call's keys and values after the cached ones and return all of them"
+        if k.ndim != 4 or v.ndim != 4 or k.shape[:-1] != v.shape[:-1]:
+            raise ValueError(f"KVCache.append needs k (B, H, N, Dh) and v (B, H, N, Dv); "
+                             f"got k {tuple(k.shape)}, v {tuple(v.shape)}")
+        if self.k is not None and (k.shape[:2] != self.k.shape[:2]
+                                   or k.shape[-1] != self.k.shape[-1]
+                                   or v.shape[-1] != self.v.shape[-1]):
+            raise ValueError(f"k {tuple(k.shape)} does not continue the cached "
+                             f"{tuple(self.k.shape)} (same B, H, Dh needed)")
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
+        return self.k, self.v
+
+    def reset(self):
+        "Forget everything (start a new sequence)"
+        self.k = self.v = None
+
+    def __repr__(self): return f"KVCache(len={len(self)})"
 
 # %% ../nbs/02_mhsa.ipynb #4744a7ce
 def _rotate_and_cache(q:Tensor,      # (B, H, N, Dh) this call's queries
@@ -77,15 +109,16 @@ class MultiHeadAttention(nn.Module):
         "Queries from `x`, keys and values from `context` (default `x`), split into heads"
         D = self.d_model
         check_tokens(x, D, 'x')
+        H, Dh = self.n_heads, self.d_head
         if context is None:                                     # one fused matrix product
-            q, k, v = self.to_qkv(x).split(D, dim=-1)                     # (B, N, D) views
-        else:
-            check_tokens(context, D, 'context')
-            W, b = self.to_qkv.weight, self.to_qkv.bias
-            q = F.linear(x, W[:D], None if b is None else b[:D])                   # (B, N, D)
-            k, v = F.linear(context, W[D:], None if b is None else b[D:]).split(D, dim=-1)
-        return tuple(t.unflatten(-1, (self.n_heads, self.d_head)).transpose(1, 2)
-                     for t in (q, k, v))                        # (B, H, ·, Dh) views
+            qkv = self.to_qkv(x).unflatten(-1, (3, H, Dh))                 # (B, N, 3, H, Dh)
+            return qkv.permute(2, 0, 3, 1, 4).unbind(0)         # 3 x (B, H, N, Dh) views
+        check_tokens(context, D, 'context')
+        W, b = self.to_qkv.weight, self.to_qkv.bias
+        q = F.linear(x, W[:D], None if b is None else b[:D])                       # (B, N, D)
+        kv = F.linear(context, W[D:], None if b is None else b[D:]).unflatten(-1, (2, H, Dh))
+        k, v = kv.permute(2, 0, 3, 1, 4).unbind(0)                          # 2 x (B, H, M, Dh)
+        return q.unflatten(-1, (H, Dh)).transpose(1, 2), k, v   # (B, H, ·, Dh) views
 
     def merge(self, y:Tensor, # (B, H, N, Dh) per-head outputs
              ) -> Tensor:     # (B, N, D)
@@ -136,35 +169,3 @@ def mha_to_torch(mha:MultiHeadAttention) -> nn.MultiheadAttention:
     theirs = {ours: t for t, ours in _TORCH_NAMES.items()}
     m.load_state_dict({theirs[k]: t for k, t in mha.state_dict().items()})
     return m
-
-# %% ../nbs/02_mhsa.ipynb #dc1b5273
-class KVCache:
-    "Keys and values one attention layer has seen so far: `append` adds a call's, returns all"
-    def __init__(self):
-        self.k: Tensor|None = None                  # (B, H, T, Dh) cached keys
-        self.v: Tensor|None = None                  # (B, H, T, Dv) cached values
-
-    def __len__(self) -> int:                       # T, the number of cached positions
-        return 0 if self.k is None else self.k.shape[-2]
-
-    def append(self, k:Tensor, # (B, H, N, Dh) this call's keys
-               v:Tensor,       # (B, H, N, Dv) this call's values
-              ) -> tuple[Tensor, Tensor]: # all keys and values (B, H, T+N, ·), oldest first
-        "Add this call's keys and values after the cached ones and return all of them"
-        if k.ndim != 4 or v.ndim != 4 or k.shape[:-1] != v.shape[:-1]:
-            raise ValueError(f"KVCache.append needs k (B, H, N, Dh) and v (B, H, N, Dv); "
-                             f"got k {tuple(k.shape)}, v {tuple(v.shape)}")
-        if self.k is not None and (k.shape[:2] != self.k.shape[:2]
-                                   or k.shape[-1] != self.k.shape[-1]
-                                   or v.shape[-1] != self.v.shape[-1]):
-            raise ValueError(f"k {tuple(k.shape)} does not continue the cached "
-                             f"{tuple(self.k.shape)} (same B, H, Dh needed)")
-        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)
-        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
-        return self.k, self.v
-
-    def reset(self):
-        "Forget everything (start a new sequence)"
-        self.k = self.v = None
-
-    def __repr__(self): return f"KVCache(len={len(self)})"

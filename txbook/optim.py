@@ -21,7 +21,7 @@ def warmup_cosine(step:int,               # t, the optimiser step (from 0)
     return min_factor + (1 - min_factor) * 0.5 * (1 + math.cos(math.pi * progress))
 
 # %% auto #0
-__all__ = ['warmup_cosine', 'warmup_inverse_sqrt', 'make_optimizer']
+__all__ = ['warmup_cosine', 'warmup_inverse_sqrt', 'no_decay_names', 'make_optimizer']
 
 # %% ../nbs/g_optim.ipynb #7711ec52
 def warmup_inverse_sqrt(step:int,        # t, the optimiser step (from 0): s = t + 1
@@ -35,10 +35,26 @@ def warmup_inverse_sqrt(step:int,        # t, the optimiser step (from 0): s = t
     return d_model ** -0.5 * min(s ** -0.5, s * warmup ** -1.5)
 
 # %% ../nbs/g_optim.ipynb #95d33a0f
+def no_decay_names(model:nn.Module) -> set[str]:
+    "Names of the parameters `model` and its submodules keep from decay (`no_weight_decay()`)"
+    names = set()
+    for prefix, module in model.named_modules():
+        if callable(getattr(module, 'no_weight_decay', None)):
+            names |= {f'{prefix}.{n}' if prefix else n for n in module.no_weight_decay()}
+    known = dict(model.named_parameters(remove_duplicate=False))
+    if unknown := sorted(names - set(known)):
+        raise ValueError(f"no_weight_decay() names {unknown}, which are not parameters of "
+                         f"{type(model).__name__}")
+    return names
+
 def make_optimizer(model:nn.Module, *, lr:float, weight_decay:float=0.05,
                    betas:tuple[float, float]=(0.9, 0.999), eps:float=1e-8) -> torch.optim.AdamW:
-    "AdamW that decays parameters with 2 or more dimensions (weights, embeddings), not biases"
+    "AdamW decaying the parameters with 2 or more dimensions, except those in `no_decay_names`"
+    names = no_decay_names(model)
+    skip = {id(p) for n, p in model.named_parameters(remove_duplicate=False)   # a tied tensor:
+            if n in names}                                # any of its names
     params = [p for p in model.parameters() if p.requires_grad]
-    groups = [{'params': [p for p in params if p.ndim >= 2], 'weight_decay': weight_decay},
-              {'params': [p for p in params if p.ndim < 2], 'weight_decay': 0.0}]
+    decay = lambda p: p.ndim >= 2 and id(p) not in skip
+    groups = [{'params': [p for p in params if decay(p)], 'weight_decay': weight_decay},
+              {'params': [p for p in params if not decay(p)], 'weight_decay': 0.0}]
     return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)

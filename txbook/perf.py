@@ -54,16 +54,9 @@ class Stopwatch:
         self.cpu = time.process_time() - self.cpu
 
 # %% ../nbs/c_perf.ipynb #3e400623
-def peak_memory(fn) -> tuple[object, int]: # fn's result, and the peak bytes it allocated
-    "Run `fn()`; the most tensor memory it held at once beyond what existed before (bytes)"
+def _profile_memory(fn): # fn's result, and the finished `torch.profiler.profile`
+    "Run `fn()` under the profiler with `profile_memory=True`, its C++ log lines hidden"
     import torch.profiler as tp
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-        out = fn()
-        torch.cuda.synchronize()
-        return out, torch.cuda.max_memory_allocated() - base
     quiet, saved = os.open(os.devnull, os.O_WRONLY), os.dup(2)   # the profiler's C++ log lines
     os.dup2(quiet, 2)                                             # go to stderr: hide them
     try:
@@ -73,12 +66,33 @@ def peak_memory(fn) -> tuple[object, int]: # fn's result, and the peak bytes it 
         os.dup2(saved, 2)
         os.close(saved)
         os.close(quiet)
-    ev = [e for e in prof.events() if e.self_cpu_memory_usage != 0]
-    at = lambda e: e.time_range.start if e.self_cpu_memory_usage > 0 else e.time_range.end
-    cur = peak = 0
-    for e in sorted(ev, key=at):          # allocations at their op's start, frees at its end
-        cur += e.self_cpu_memory_usage
-        peak = max(peak, cur)
+    return out, prof
+
+def _allocations(prof) -> list[tuple[int, int]]: # (time in ns, bytes: + allocated, - freed)
+    "Every CPU allocation and free the profiler `prof` recorded at the allocator, in time order"
+    from torch._C._profiler import _EventType
+    found, todo = [], list(prof.profiler.kineto_results.experimental_event_tree())
+    while todo:                                   # walk the event tree: operators hold their events
+        node = todo.pop()
+        todo.extend(node.children)
+        if node.tag == _EventType.Allocation and node.extra_fields.device.type == 'cpu':
+            found.append((node.start_time_ns, node.extra_fields.alloc_size))
+    return sorted(found)
+
+def peak_memory(fn) -> tuple[object, int]: # fn's result, and the peak bytes it allocated
+    "Run `fn()`; the most tensor memory it held at once beyond what existed before (bytes)"
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        out = fn()
+        torch.cuda.synchronize()
+        return out, torch.cuda.max_memory_allocated() - base
+    out, prof = _profile_memory(fn)
+    now = peak = 0
+    for _, size in _allocations(prof):    # the allocator's running total, event by event
+        now += size
+        peak = max(peak, now)
     return out, peak
 
 # %% ../nbs/c_perf.ipynb #d6513263

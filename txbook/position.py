@@ -7,11 +7,12 @@ Docs: https://txbook.github.io/txbook/nbs/position.html.md"""
 # %% ../nbs/04_position.ipynb #78b096f3
 from __future__ import annotations
 import math
+from typing import Literal
 import torch
 from torch import nn, Tensor
 
 # %% auto #0
-__all__ = ['sinusoidal_encoding', 'LearnedPositionEmbedding', 'sincos_2d_encoding', 'relative_position_index',
+__all__ = ['RopeLayout', 'sinusoidal_encoding', 'LearnedPositionEmbedding', 'sincos_2d_encoding', 'relative_position_index',
            'RelativePositionBias', 'apply_rope', 'RotaryEmbedding']
 
 # %% ../nbs/04_position.ipynb #d1f9d272
@@ -57,7 +58,7 @@ def sincos_2d_encoding(h:int,              # grid height (rows)
                        *,
                        base:float=10000.0,
                       ) -> Tensor:         # (h*w, D), grid cells in row-major order
-    "2-D sin-cos encoding (ViT/MAE style): first D/2 features encode the row, last D/2 the column"
+    "2-D sin-cos encoding (MoCo v3, MAE): first D/2 features encode the row, last D/2 the column"
     if d % 4: raise ValueError(f"sincos_2d_encoding needs a width d divisible by 4, got d={d}")
     rows = sinusoidal_encoding(h, d // 2, base=base)        # (h, D/2)
     cols = sinusoidal_encoding(w, d // 2, base=base)        # (w, D/2)
@@ -69,7 +70,7 @@ def sincos_2d_encoding(h:int,              # grid height (rows)
 # %% ../nbs/04_position.ipynb #73422e6c
 def relative_position_index(window:int|tuple[int, int], # N for a sequence, (h, w) for a grid
                            ) -> Tensor:                 # (N, N) long; equal entries = equal offsets
-    "Index of the offset between tokens i and j into a table of all offsets (Shaw et al., Swin)"
+    "Index of the offset between tokens i and j into a table of all offsets (T5's bias, Swin)"
     h, w = (1, window) if isinstance(window, int) else window
     ys, xs = torch.meshgrid(torch.arange(h), torch.arange(w), indexing='ij')
     ys, xs = ys.flatten(), xs.flatten()                       # (N,) coordinates of each token
@@ -94,18 +95,26 @@ class RelativePositionBias(nn.Module):
         return self.table[self.index].permute(2, 0, 1)
 
 # %% ../nbs/04_position.ipynb #46985e7f
+RopeLayout = Literal['interleaved', 'half']
+
 def apply_rope(x:Tensor,                    # (..., N, Dh) queries or keys, Dh even
                positions:Tensor|None=None,  # (N,) or broadcastable (..., N); default 0..N-1
                *,
                base:float=10000.0,
+               layout:RopeLayout='interleaved', # pairs (2i, 2i+1); 'half': (i, i + Dh/2), HF Llama
               ) -> Tensor:                  # (..., N, Dh)
-    "Rotary position embedding: rotate each feature pair (2i, 2i+1) of token p by the angle p·ω_i"
+    "Rotary position embedding: rotate feature pair i of token p by the angle p·ω_i"
     N, Dh = x.shape[-2:]
     if Dh % 2: raise ValueError(f"apply_rope needs an even width, got Dh={Dh}")
+    if layout not in ('interleaved', 'half'):
+        raise ValueError(f"layout must be 'interleaved' or 'half', got {layout!r}")
     if positions is None: positions = torch.arange(N, device=x.device)
     omega = base ** (-torch.arange(0, Dh, 2, device=x.device, dtype=torch.float32) / Dh)  # (Dh/2,)
     ang = positions.to(torch.float32)[..., None] * omega                    # (..., N, Dh/2)
     cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+    if layout == 'half':                    # pair i is (i, i + Dh/2): GPT-NeoX, Hugging Face Llama
+        x1, x2 = x[..., :Dh // 2], x[..., Dh // 2:]                         # (..., N, Dh/2) each
+        return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
     x1, x2 = x[..., 0::2], x[..., 1::2]                                     # (..., N, Dh/2) pairs
     return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
 
@@ -115,11 +124,14 @@ class RotaryEmbedding(nn.Module):
     def __init__(self, d_head:int,       # Dh, the width of a head's queries and keys (even)
                  *,
                  base:float=10000.0,     # as in `apply_rope`
+                 layout:RopeLayout='interleaved', # as in `apply_rope`; 'half' for HF Llama weights
                 ):
         super().__init__()
         if d_head % 2:
             raise ValueError(f"RotaryEmbedding needs an even head width, got d_head={d_head}")
-        self.d_head, self.base = d_head, base
+        if layout not in ('interleaved', 'half'):
+            raise ValueError(f"layout must be 'interleaved' or 'half', got {layout!r}")
+        self.d_head, self.base, self.layout = d_head, base, layout
 
     def forward(self, t:Tensor,     # (..., N, Dh) queries or keys
                 offset:int=0,       # absolute position of t's first token
@@ -128,4 +140,4 @@ class RotaryEmbedding(nn.Module):
             raise ValueError(f"width {t.shape[-1]} of t {tuple(t.shape)} "
                              f"is not d_head={self.d_head}")
         pos = torch.arange(offset, offset + t.shape[-2], device=t.device)
-        return apply_rope(t, pos, base=self.base)
+        return apply_rope(t, pos, base=self.base, layout=self.layout)

@@ -1,4 +1,4 @@
-"""Teach a ViT or a Swin where its patches are: absolute and relative position labels as an auxiliary loss, and the shortcut a position embedding offers.
+"""Teach a ViT or a Swin where its patches are: absolute and relative position labels as an auxiliary loss, the official code read exactly, and what a position embedding already tells the tokens.
 
 Docs: https://txbook.github.io/txbook/nbs/poslabels.html.md"""
 
@@ -14,9 +14,9 @@ from .losses import accuracy, classification_loss
 from .swin import Swin
 
 # %% auto #0
-__all__ = ['LabelKind', 'Halves', 'absolute_position_labels', 'relative_position_labels', 'absolute_position_classes',
-           'relative_position_classes', 'position_loss', 'APLHead', 'RPLHead', 'position_label_objective',
-           'PositionLabelViT', 'PositionLabelSwin']
+__all__ = ['LabelKind', 'Halves', 'PAPER_TABLE1', 'PAPER_TABLE2', 'absolute_position_labels', 'relative_position_labels',
+           'absolute_position_classes', 'relative_position_classes', 'position_loss', 'APLHead', 'RPLHead',
+           'position_label_objective', 'PositionLabelViT', 'PositionLabelSwin']
 
 # %% ../nbs/13_poslabels.ipynb #447e1eba
 def absolute_position_labels(gh:int,  # h, rows of the patch grid
@@ -44,45 +44,57 @@ def relative_position_classes(gh:int, gw:int) -> Tensor:  # (N, N) long in 0 .. 
     return (d[..., 0] + gh - 1) * (2 * gw - 1) + (d[..., 1] + gw - 1)
 
 # %% ../nbs/13_poslabels.ipynb #00b6d7f5
-LabelKind = Literal['regress', 'classify']
+LabelKind = Literal['regress', 'classify', 'code']
 
-def position_loss(pred:Tensor,    # (..., 2) coordinates (regress) or (..., K) scores (classify)
-                  target:Tensor,  # (..., 2) labels (regress) or (...) class indices (classify)
+def position_loss(pred:Tensor,    # (..., 2) coordinates (regress) or (..., K) scores (CE kinds)
+                  target:Tensor,  # (..., 2) labels (regress) or (...) class indices
                   *, kind:LabelKind='regress',
                  ) -> Tensor:     # scalar
     "Eqs. 4 and 7: MSE over all tokens (or pairs) and both coordinates; or cross-entropy (code)"
+    _check_kind(kind)
     if kind == 'regress': return F.mse_loss(pred.float(), target.float())
-    if kind == 'classify': return F.cross_entropy(pred.flatten(0, -2).float(), target.flatten())
-    raise ValueError(f"kind must be 'regress' or 'classify', got {kind!r}")
+    return F.cross_entropy(pred.flatten(0, -2).float(), target.flatten())
 
 def _check_kind(kind):
-    if kind not in ('regress', 'classify'):
-        raise ValueError(f"kind must be 'regress' or 'classify', got {kind!r}")
+    if kind not in ('regress', 'classify', 'code'):
+        raise ValueError(f"kind must be 'regress', 'classify' or 'code', got {kind!r}")
 
 def _check_width(z:Tensor, d_model:int, name:str):
     if z.ndim != 3 or z.shape[-1] != d_model:
         raise ValueError(f"{name} expects patch tokens (B, N, {d_model}), got {tuple(z.shape)}")
+
+def _bottleneck(kind:str, bottleneck:int|None, default:int) -> int|None:
+    "The width of the code's extra linear layer (None for the paper's and the plain CE head)"
+    if kind != 'code':
+        if bottleneck is not None:
+            raise ValueError(f"bottleneck={bottleneck} is an option of kind='code' only")
+        return None
+    return default if bottleneck is None else bottleneck
 
 # %% ../nbs/13_poslabels.ipynb #85655be8
 class APLHead(nn.Module):
     "Absolute position labels (eq. 3): a light MLP maps each patch token to its (row, col) or index"
     def __init__(self, d_model:int,                # D, width of the encoder's tokens
                  *, grid:tuple[int, int],          # (h, w), the patch grid the labels describe
-                 hidden:int|None=None,             # MLP hidden width (default D)
-                 kind:LabelKind='regress',         # 'regress' (paper: MSE), 'classify' (code: CE)
+                 hidden:int|None=None,             # MLP hidden width (default D; code: D/2)
+                 kind:LabelKind='regress',  # 'regress' (paper), 'classify', 'code' (official)
                  channels:int|None=None,           # read the first `channels` features (code: D/2)
+                 bottleneck:int|None=None,         # code only: width of its extra linear (D/4)
                 ):
         super().__init__()
         _check_kind(kind)
         gh, gw = grid
         self.d_model, self.grid, self.kind = d_model, (gh, gw), kind
-        self.channels = d_model if channels is None else channels
+        code = kind == 'code'
+        self.channels = (d_model // 2 if code else d_model) if channels is None else channels
         if not 0 < self.channels <= d_model:
             raise ValueError(f"channels must be in 1..{d_model}, got {self.channels}")
+        hidden = hidden or (d_model // 2 if code else d_model)
+        width = _bottleneck(kind, bottleneck, d_model // 4)
         n_out = 2 if kind == 'regress' else gh * gw
-        hidden = hidden or d_model
-        self.mlp = nn.Sequential(nn.Linear(self.channels, hidden), nn.GELU(),
-                                 nn.Linear(hidden, n_out))
+        layers = [nn.Linear(self.channels, hidden), nn.GELU(), nn.Linear(hidden, width or n_out)]
+        if code: layers.append(nn.Linear(width, n_out))   # the code's second linear, rank <= width
+        self.mlp = nn.Sequential(*layers)
         make = absolute_position_labels if kind == 'regress' else absolute_position_classes
         labels = make(gh, gw)
         self.register_buffer('labels', labels, persistent=False)   # (N, 2) or (N,)
@@ -110,9 +122,10 @@ class RPLHead(nn.Module):
     "Relative position labels (eqs. 5-6): an MLP on concat(½z_i, ½z_j) predicts ℓ_i − ℓ_j"
     def __init__(self, d_model:int,                # D
                  *, grid:tuple[int, int],          # (h, w), the patch grid
-                 hidden:int|None=None,             # MLP hidden width (default D)
-                 kind:LabelKind='regress',         # 'regress' (paper), 'classify' (code)
+                 hidden:int|None=None,             # MLP hidden width (default D; code: D/2)
+                 kind:LabelKind='regress',  # 'regress' (paper), 'classify', 'code' (official)
                  halves:Halves='first_second',     # first half of z_i, second half of z_j (code)
+                 bottleneck:int|None=None,         # code only: width of its extra linear (D/2)
                 ):
         super().__init__()
         _check_kind(kind)
@@ -120,12 +133,15 @@ class RPLHead(nn.Module):
             raise ValueError(f"halves must be 'first_second' or 'first_first', got {halves!r}")
         gh, gw = grid
         self.d_model, self.grid, self.kind, self.halves = d_model, (gh, gw), kind, halves
-        h, hidden = d_model // 2, hidden or d_model
+        h = d_model // 2
+        hidden = hidden or (h if kind == 'code' else d_model)
+        width = _bottleneck(kind, bottleneck, h)
         n_out = 2 if kind == 'regress' else (2 * gh - 1) * (2 * gw - 1)
         self.fc_i = nn.Linear(h, hidden)                 # first layer: columns W_a, read ½z_i
         self.fc_j = nn.Linear(h, hidden, bias=False)     # first layer: columns W_b, read ½z_j
         self.act = nn.GELU()
-        self.out = nn.Linear(hidden, n_out)
+        if width is None: self.out = nn.Linear(hidden, n_out)
+        else: self.out = nn.Sequential(nn.Linear(hidden, width), nn.Linear(width, n_out))  # code
         make = relative_position_labels if kind == 'regress' else relative_position_classes
         labels = make(gh, gw)
         self.register_buffer('labels', labels, persistent=False)   # (N, N, 2) or (N, N)
@@ -235,6 +251,10 @@ class PositionLabelSwin(nn.Module):
         "The head's position loss (`PositionLabelViT.position_loss` with one head)"
         return self.head.loss(pred)
 
+    def no_weight_decay(self) -> set[str]:
+        "The Swin's position tables (`Swin.no_weight_decay`), under this module's parameter names"
+        return {f'swin.{name}' for name in self.swin.no_weight_decay()}
+
     @staticmethod
     def objective(model:nn.Module,                 # the model, or fit's DDP/compiled wrapper of it
                   batch:tuple[Tensor, Tensor],     # (images, labels)
@@ -242,3 +262,12 @@ class PositionLabelSwin(nn.Module):
         "`fit`'s objective: `position_label_objective`, CE + λ · the head's position loss"
         return position_label_objective(model, batch)
 
+
+# %% ../nbs/13_poslabels.ipynb #d4a5f6b7
+# The paper's Tables 1 (ViT-B) and 2 (Swin-B), Mini-ImageNet, in %: (PE, labels) -> (top-1, top-5)
+PAPER_TABLE1 = {('PE', 'none'): (58.28, 79.57), ('none', 'none'): (56.89, 76.32),
+                ('none', 'APL'): (63.27, 80.86), ('none', 'RPL'): (63.16, 80.33),
+                ('PE', 'RPL'): (63.97, 83.06), ('PE', 'APL'): (64.43, 83.73)}
+PAPER_TABLE2 = {('PE', 'none'): (67.39, 86.88), ('none', 'none'): (66.18, 86.02),
+                ('none', 'APL'): (67.95, 87.19), ('none', 'RPL'): (68.46, 87.45),
+                ('PE', 'APL'): (68.73, 87.83), ('PE', 'RPL'): (69.11, 88.02)}

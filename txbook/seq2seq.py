@@ -1,4 +1,4 @@
-"""The encoder and decoder joined into a sequence-to-sequence model with greedy decoding: it learns to reverse digit strings, against a recurrent baseline, and handles strings of different lengths with padding masks and an end token.
+"""The encoder and decoder joined into a sequence-to-sequence model: greedy decoding as fairseq and Hugging Face do it, digit strings reversed against a recurrent baseline with and without attention, padding masks and an end token for strings of different lengths, and the price of teacher forcing.
 
 Docs: https://txbook.github.io/txbook/nbs/seq2seq.html.md"""
 
@@ -6,14 +6,17 @@ Docs: https://txbook.github.io/txbook/nbs/seq2seq.html.md"""
 
 # %% ../nbs/06_seq2seq.ipynb #c2129798
 from __future__ import annotations
+import math
+from contextlib import contextmanager, nullcontext
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
-from .mhsa import KVCache
+from .core import eval_mode
+from .mhsa import KVCache, MultiHeadAttention
 from .blocks import Activation, Encoder, Decoder
 
 # %% auto #0
-__all__ = ['Transformer']
+__all__ = ['mask_special', 'static_cross_attention', 'Transformer', 'cross_attention', 'pad_batch']
 
 # %% ../nbs/06_seq2seq.ipynb #16bdd028
 def _padding_mask(keep:Tensor|None, # (B, M) bool, True = a real token, False = PAD
@@ -38,6 +41,43 @@ def _learned_positions(table:nn.Embedding, # the learned position table, `max_le
     if offset + n > max_len:
         raise ValueError(f"sequence length {offset + n} exceeds max_len={max_len}")
     return table(torch.arange(offset, offset + n, device=table.weight.device))
+
+# %% ../nbs/06_seq2seq.ipynb #3a8718f4
+def mask_special(logits:Tensor,          # (B, V) next-token logits
+                 banned:list[int],       # ids never emitted: BOS, PAD, tags, ...
+                 *,
+                 eos:int|None=None,      # the end token
+                 last:bool=False,        # at the length limit: EOS is the only choice left
+                ) -> Tensor:             # (B, V), −inf where a token may not come next
+    "The logits with the special tokens at −inf; at the length limit, every token but EOS"
+    if last and eos is not None:
+        only_eos = torch.full_like(logits, -math.inf)
+        only_eos[:, eos] = logits[:, eos]
+        return only_eos
+    return logits.index_fill(-1, torch.tensor(banned, device=logits.device), -math.inf)
+
+# %% ../nbs/06_seq2seq.ipynb #339fb1c7
+@contextmanager
+def static_cross_attention(decoder:Decoder, # its blocks' `cross_attn` read `memory`
+                           memory:Tensor,   # (B, M, D) the encoder's output, fixed while decoding
+                          ):
+    "Inside the `with` block every cross-attention projects `memory` to keys and values only once"
+    patched = []
+    try:
+        for blk in decoder.blocks:
+            attn = blk.cross_attn
+            _, k, v = attn.project(memory[:, :0], memory)              # (B, H, M, Dh), once
+            def project(x, context=None, *, attn=attn, k=k, v=v):      # per step: queries only
+                if context is not memory:
+                    raise ValueError("static_cross_attention holds the keys and values of "
+                                     "another memory; decode inside the `with` block of yours")
+                q = MultiHeadAttention.project(attn, x, x[:, :0])[0]   # (B, H, N, Dh)
+                return q, k, v
+            attn.project = project                                     # this instance only
+            patched.append(attn)
+        yield
+    finally:
+        for attn in patched: del attn.project                          # the class's method again
 
 # %% ../nbs/06_seq2seq.ipynb #bc6a7a83
 class Transformer(nn.Module):
@@ -112,30 +152,71 @@ class Transformer(nn.Module):
     def generate(self, src:Tensor,  # (B, M) source ids
                  max_new:int,       # largest number of tokens to produce
                  *,
-                 bos:int,           # start token id
+                 bos:int,           # start token id (never emitted)
                  eos:int|None=None, # end token id: a sequence that emitted it is finished
-                 pad:int|None=None, # what finished sequences emit (needed with `eos`)
+                 pad:int|None=None, # what finished sequences emit (needed with `eos`; never chosen)
                  src_keep:Tensor|None=None, # (B, M) bool, False = PAD in the source
+                 suppress:tuple[int, ...]=(), # more ids never emitted (language tags, ...)
                  use_cache:bool=True, # reuse the decoder's keys and values (same result, faster)
+                 static_kv:bool=True, # cross-attention keys, values once per source (same result)
                 ) -> Tensor:        # (B, max_new) greedily decoded ids
-        "Greedy decoding: feed back the most likely token one step at a time, until every `eos`"
+        "Greedy decoding: feed back the most likely allowed token, until every `eos` or `max_new`"
         if (eos is None) != (pad is None):
             raise ValueError(f"eos and pad go together: got eos={eos}, pad={pad}")
         memory = self.encode(src, src_keep=src_keep)
         B = src.shape[0]
+        banned = [bos, *suppress] + ([] if pad is None else [pad])     # never a prediction
         out = torch.full((B, 1), bos, dtype=torch.long, device=src.device)
         done = torch.zeros(B, dtype=torch.bool, device=src.device)     # (B,) emitted `eos`
         caches = [KVCache() for _ in self.decoder.blocks] if use_cache else None
-        for _ in range(max_new):
-            new = out[:, -1:] if use_cache else out          # the cache holds the rest
-            logits = self.decode(new, memory, caches=caches, src_keep=src_keep)[:, -1]  # (B, V)
-            nxt = logits.argmax(-1)                          # (B,)
-            if eos is not None:
-                nxt = nxt.masked_fill(done, pad)             # finished sequences emit PAD
-                done = done | (nxt == eos)
-            out = torch.cat([out, nxt[:, None]], dim=1)
-            if eos is not None and bool(done.all()): break   # every sequence has ended
+        with static_cross_attention(self.decoder, memory) if static_kv else nullcontext():
+            for t in range(max_new):
+                new = out[:, -1:] if use_cache else out      # the cache holds the rest
+                logits = self.decode(new, memory, caches=caches, src_keep=src_keep)[:, -1]
+                logits = mask_special(logits, banned, eos=eos, last=t == max_new - 1)   # (B, V)
+                nxt = logits.argmax(-1)                      # (B,)
+                if eos is not None:
+                    nxt = nxt.masked_fill(done, pad)         # finished sequences emit PAD
+                    done = done | (nxt == eos)
+                out = torch.cat([out, nxt[:, None]], dim=1)
+                if eos is not None and bool(done.all()): break   # every sequence has ended
         out = out[:, 1:]
         if out.shape[1] < max_new:                           # stopped early: fill with PAD
             out = F.pad(out, (0, max_new - out.shape[1]), value=pad)
         return out
+
+# %% ../nbs/06_seq2seq.ipynb #010c6e6f
+@torch.no_grad()
+def cross_attention(model:Transformer,          # an encoder–decoder
+                    src:Tensor,                 # (B, M) source ids
+                    tgt_in:Tensor,              # (B, N) decoder input (teacher forcing)
+                    *,
+                    src_keep:Tensor|None=None,  # (B, M) bool, False = PAD
+                    tgt_keep:Tensor|None=None,  # (B, N) bool, False = PAD
+                   ) -> Tensor:                 # (L, B, H, N, M): block, row, head, target, source
+    "The cross-attention weights of every decoder block under teacher forcing, in eval mode"
+    maps = []
+    def grab(mod, args, kwargs, out):                       # the same call, asked for weights
+        if kwargs.get('return_weights'): return             # (that call, hooked in its turn)
+        maps.append(mod(*args, **kwargs, return_weights=True)[1])
+    hooks = [blk.cross_attn.register_forward_hook(grab, with_kwargs=True)
+             for blk in model.decoder.blocks]
+    try:
+        with eval_mode(model): model(src, tgt_in, src_keep=src_keep, tgt_keep=tgt_keep)
+    finally:
+        for h in hooks: h.remove()
+    return torch.stack(maps)
+
+# %% ../nbs/06_seq2seq.ipynb #1a47a02a
+def pad_batch(seqs:list,  # token id sequences (lists or 1-D tensors) of different lengths
+              pad:int,    # the PAD id
+             ) -> tuple[Tensor, Tensor]: # ids (B, N) and keep (B, N), True = a real token
+    "Right-pad the sequences to the longest one; `keep` marks the real tokens"
+    if len(seqs) == 0: raise ValueError("pad_batch needs at least one sequence, got none")
+    seqs = [torch.as_tensor(s, dtype=torch.long) for s in seqs]
+    bad = [tuple(s.shape) for s in seqs if s.ndim != 1]
+    if bad: raise ValueError(f"pad_batch needs 1-D sequences, got one of shape {bad[0]}")
+    ids = nn.utils.rnn.pad_sequence(seqs, batch_first=True, padding_value=pad)   # (B, N)
+    lengths = torch.tensor([len(s) for s in seqs], device=ids.device)
+    keep = torch.arange(ids.shape[1], device=ids.device) < lengths[:, None]      # (B, N)
+    return ids, keep

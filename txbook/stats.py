@@ -114,20 +114,25 @@ class Verdict:
         return (self.high - self.low) / 2
 
 def _verdict(names, stats_a, stats_b, diff, se, df, test, alpha, higher_is_better, fmt, shown, n):
-    "Interval, p-value, word and sentence from a difference, its standard error and degrees of freedom"
-    half = t_quantile(1 - alpha / 2, df) * se
-    low, high = diff - half, diff + half
-    p = 2 * t_cdf(-abs(diff) / se, df) if se > 0 else float(diff == 0) or 0.0
-    if low > 0 or high < 0:
-        word = 'better' if (low > 0) == higher_is_better else 'worse'
-    else: word = 'not resolved'
+    "Interval, p-value, word and sentence from a difference, its standard error and its d.o.f."
+    if se == 0:                      # every per-seed difference equal: no spread, no test
+        low = high = diff
+        p, word = float('nan'), 'not resolved'
+    else:
+        half = t_quantile(1 - alpha / 2, df) * se
+        low, high = diff - half, diff + half
+        p = 2 * t_cdf(-abs(diff) / se, df)
+        word = ('better' if (low > 0) == higher_is_better else 'worse') if low > 0 or high < 0 \
+            else 'not resolved'
     A, B = names
     a_, b_ = shown
-    ci = f"{round(100 * (1 - alpha))} % CI {low:+{fmt}} to {high:+{fmt}}"
+    ci = (f"{round(100 * (1 - alpha))} % CI {low:+{fmt}} to {high:+{fmt}}" if se > 0 else
+          "no spread between the seeds' differences: the test is undefined")
     how = f"{test}, n = {n}, p = {p:.2g}"
     if word == 'not resolved':
+        why = f"{ci} includes 0" if se > 0 else ci
         text = (f"{A} ({a_}) against {B} ({b_}): not resolved at this budget, "
-                f"{A} − {B} = {diff:+{fmt}} ({ci} includes 0; {how})")
+                f"{A} − {B} = {diff:+{fmt}} ({why}; {how})")
     else:
         text = f"{A} ({a_}) is {word} than {B} ({b_}): {A} − {B} = {diff:+{fmt}} ({ci}; {how})"
     return Verdict(names, *stats_a, *stats_b, diff, low, high, p, test, alpha, word, text)
@@ -145,7 +150,8 @@ def seed_verdict(a,   # method A: one value per seed (a list, a tensor, an array
     for name, v in zip(names, (a, b)):
         if len(v) < 2: raise ValueError(f"{name}: {len(v)} seed(s); a verdict needs at least 2")
     if paired and len(a) != len(b):
-        raise ValueError(f"paired=True needs one value per seed for both: {len(a)} and {len(b)} values")
+        raise ValueError(f"paired=True needs one value per seed for both: "
+                         f"{len(a)} and {len(b)} values")
     stats_a = (statistics.mean(a), statistics.stdev(a), len(a))
     stats_b = (statistics.mean(b), statistics.stdev(b), len(b))
     shown = (format_value(a, fmt), format_value(b, fmt))
@@ -155,6 +161,7 @@ def seed_verdict(a,   # method A: one value per seed (a list, a tensor, an array
     d = [x - y for x, y in zip(a, b)]                               # per-seed differences
     n = len(d)
     se = statistics.stdev(d) / math.sqrt(n)
+    if se <= 1e-12 * max(map(abs, a + b)): se = 0.0     # equal differences up to float rounding
     return _verdict(names, stats_a, stats_b, statistics.mean(d), se, n - 1, 'paired t', alpha,
                     higher_is_better, fmt, shown, n)
 
@@ -166,7 +173,8 @@ def stats_verdict(a:tuple[float, float, int],   # (mean, sample std, number of s
                  ) -> Verdict:
     "Welch's t test on recorded statistics (different seeds, or a benchmark's printout)"
     (ma, sa, na), (mb, sb, nb) = a, b
-    if min(na, nb) < 2: raise ValueError(f"a verdict needs at least 2 seeds per method, got {na}, {nb}")
+    if min(na, nb) < 2:
+        raise ValueError(f"a verdict needs at least 2 seeds per method, got {na}, {nb}")
     va, vb = sa ** 2 / na, sb ** 2 / nb
     se = math.sqrt(va + vb)
     df = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1)) if se > 0 else na + nb - 2

@@ -171,6 +171,14 @@ class Swin(nn.Module):
     def forward(self, x:Tensor) -> Tensor:            # (B, C, I_h, I_w) -> (B, K) logits
         return self.forward_head(self.forward_features(x))
 
+    def no_weight_decay(self) -> set[str]:
+        "The parameters a recipe keeps out of weight decay, named as by `named_parameters`"
+        names = {'pos_emb'} if self.pos_emb is not None else set()   # the absolute table
+        for s, stage in enumerate(self.stages):
+            for i, blk in enumerate(stage):                            # every relative bias table
+                if blk.attn.rel_bias is not None: names.add(f'stages.{s}.{i}.attn.rel_bias.table')
+        return names
+
     @classmethod
     def from_hf(cls, model,  # a `transformers.SwinForImageClassification`
                ) -> Swin:

@@ -1,4 +1,4 @@
-"""The position-labels paper's Table 1 rerun on Fashion-MNIST with seeds and spreads: one function for the chapter and the benchmark script, and which claims survive.
+"""The position-labels paper's Table 1 rerun on Fashion-MNIST with the paper's and the official code's recipes: seeds, top-1 and top-5, chance and no-label controls, a recorded larger run, and which claims survive.
 
 Docs: https://txbook.github.io/txbook/nbs/table1.html.md"""
 
@@ -6,72 +6,182 @@ Docs: https://txbook.github.io/txbook/nbs/table1.html.md"""
 
 # %% ../nbs/15_table1.ipynb #470c8da2
 from __future__ import annotations
-from typing import Callable, NamedTuple
+import json
+from pathlib import Path
+from typing import Callable, Literal, NamedTuple, Sequence
 import torch
 from torch import Tensor
-from .perf import Stopwatch
-from .stats import format_value
+from .perf import Stopwatch, fork_map
+from .stats import Verdict, seed_verdict
 from .core import seed_everything
 from .data import TensorLoader
 from .vit import ViT
-from .poslabels import APLHead, RPLHead, PositionLabelViT
-from .train import evaluate, fit
+from .poslabels import APLHead, RPLHead, PositionLabelViT, PAPER_TABLE1
+from .train import fit, predict
 
-POSITIONS = ('learned', 'none')   # the position embedding: on (the paper's "PE") or off
-LABELS = (('none', 'regress'), ('APL', 'regress'), ('APL', 'classify'), ('RPL', 'regress'),
-          ('RPL', 'classify'))    # (labels, kind): 'regress' = paper (MSE), 'classify' = code (CE)
+Recipe = Literal['paper', 'code']
+POSITIONS = ('learned', 'none')    # the position embedding: on (the paper's "PE") or off
+LABELS = ('none', 'APL', 'RPL')    # no position labels, absolute, relative
+RECIPES = ('paper', 'code')        # paper: CLS token, MSE heads; code: mean pool, the code's heads
+ROWS = [(pos, label, recipe) for recipe in RECIPES for pos in POSITIONS for label in LABELS]
 
-def row_name(pos:str, label:str, kind:str) -> str:
-    "A row of the table as the paper writes it, e.g. 'ViT + PE + APL (CE)'"
-    return ('ViT + PE' if pos == 'learned' else 'ViT') + (
-        '' if label == 'none' else f" + {label} ({'MSE' if kind == 'regress' else 'CE'})")
+def row_name(pos:str, label:str, recipe:Recipe) -> str:
+    "A row of the table as the paper writes it, e.g. 'ViT + PE + APL (MSE)', 'ViT + RPL (code)'"
+    base = 'ViT + PE' if pos == 'learned' else 'ViT'
+    if label == 'none': return base + ('' if recipe == 'paper' else ' (mean pool)')
+    return f"{base} + {label} ({'MSE' if recipe == 'paper' else 'code'})"
 
-def make_model(pos:str, label:str, kind:str,   # the row
+def make_model(pos:str, label:str, recipe:Recipe,   # the row
                *, patch_size:int, d_model:int, depth:int, n_heads:int,
                lam:float=0.5,                  # λ, the weight of the position loss
-               pool:str='cls') -> PositionLabelViT:
+              ) -> PositionLabelViT:
     "The row's model: a Fashion-MNIST ViT (28 x 28, 1 channel, 10 classes) and its label head"
-    vit = ViT(img_size=28, in_chans=1, n_classes=10, mlp_ratio=2.0, pos=pos, pool=pool,
+    vit = ViT(img_size=28, in_chans=1, n_classes=10, mlp_ratio=2.0, pos=pos,
+              pool='cls' if recipe == 'paper' else 'mean',
               patch_size=patch_size, d_model=d_model, depth=depth, n_heads=n_heads)
-    head = dict(grid=vit.grid, hidden=d_model, kind=kind)
+    head = dict(grid=vit.grid, kind='regress' if recipe == 'paper' else 'code')
     return PositionLabelViT(vit, apl=APLHead(d_model, **head) if label == 'APL' else None,
                             rpl=RPLHead(d_model, **head) if label == 'RPL' else None, lam=lam)
 
 # %% auto #0
-__all__ = ['POSITIONS', 'LABELS', 'row_name', 'make_model', 'Table1', 'table1']
+__all__ = ['Recipe', 'POSITIONS', 'LABELS', 'RECIPES', 'ROWS', 'row_name', 'make_model', 'Table1', 'topk_accuracy', 'table1',
+           'show_seeds', 'controls', 'show_table', 'compare', 'table1_claims', 'load_record', 'describe_record',
+           'judge', 'read_claims']
 
 # %% ../nbs/15_table1.ipynb #49668e8d
 class Table1(NamedTuple):
-    accs:dict        # (pos, label, kind) -> (seeds,) test accuracy of the ViT, heads dropped
-    models:dict      # (pos, label, kind) -> the first seed's trained model, on the CPU
+    top1:dict        # (pos, label, recipe) -> (seeds,) top-1 test accuracy, heads dropped
+    top5:dict        # (pos, label, recipe) -> (seeds,) top-5 test accuracy
+    models:dict      # (pos, label, recipe) -> [the trained model of every seed], on the CPU
     seconds:list     # wall time of every training run
+    cpu:list         # CPU time of every training run (its own process's)
     steps:int        # optimiser steps per run
+
+def topk_accuracy(logits:Tensor,   # (n, K) class scores
+                  y:Tensor,        # (n,) labels
+                  k:int,           # 1: the usual accuracy; 5: the label among the five best
+                 ) -> float:
+    "Fraction of rows whose label is among the k highest scores"
+    return (logits.topk(k, dim=-1).indices == y[:, None]).any(-1).float().mean().item()
 
 def table1(Xtr:Tensor, Ytr:Tensor,   # training images (n, 1, 28, 28), normalised, and labels
            Xte:Tensor, Yte:Tensor,   # test images and labels
            *, model:dict,            # `make_model`'s size options: patch_size, d_model, ...
            epochs:int, lr:float,
            seeds:list[int],
+           rows:Sequence[tuple[str, str, str]]|None=None,   # (pos, label, recipe); default `ROWS`
            batch_size:int=128,
            device=None,              # default: `default_device()`
-           log:Callable[[str], None]|None=None,   # called with one line after each row
+           workers:int=1,            # > 1: that many runs side by side (CPU: one process per core)
+           log:Callable[[str], None]|None=None,   # called with one line per row
           ) -> Table1:
     "Every row, every seed: the same data, batches, steps and model; `fit` with the joint objective"
-    accs, models, seconds = {}, {}, []
-    test_dl = TensorLoader(Xte, Yte, batch_size=1000)
-    for pos in POSITIONS:
-        for label, kind in LABELS:
-            row = []
-            for seed in seeds:
-                seed_everything(seed)
-                m = make_model(pos, label, kind, **model)
-                dl = TensorLoader(Xtr, Ytr, batch_size=batch_size, shuffle=True, seed=seed)
-                with Stopwatch() as sw:
-                    fit(m, dl, epochs=epochs, lr=lr, warmup=0.1, objective=m.objective,
-                        device=device, verbose=False, progress=False)
-                seconds.append(sw.wall)
-                row.append(evaluate(m.vit, test_dl, device=device)['acc'])   # heads dropped
-                if seed == seeds[0]: models[pos, label, kind] = m.cpu()
-            accs[pos, label, kind] = torch.tensor(row)
-            if log: log(f"{row_name(pos, label, kind):24s} {format_value(row, '.2%')}")
-    return Table1(accs, models, seconds, epochs * len(TensorLoader(Xtr, batch_size=batch_size)))
+    def run(job):
+        (pos, label, recipe), seed = job
+        seed_everything(seed)
+        m = make_model(pos, label, recipe, **model)
+        dl = TensorLoader(Xtr, Ytr, batch_size=batch_size, shuffle=True, seed=seed)
+        with Stopwatch() as sw:
+            fit(m, dl, epochs=epochs, lr=lr, warmup=0.1, objective=m.objective,
+                device=device, verbose=False, progress=False)
+        logits = predict(m.vit, Xte, device=device)                     # heads dropped
+        top1, top5 = topk_accuracy(logits, Yte, 1), topk_accuracy(logits, Yte, 5)
+        return top1, top5, m.cpu(), sw.wall, sw.cpu
+    rows = ROWS if rows is None else list(rows)
+    jobs = [(key, seed) for key in rows for seed in seeds]
+    if workers > 1:
+        outs = [o for i in range(0, len(jobs), workers) for o in fork_map(run, jobs[i:i + workers])]
+    else: outs = [run(job) for job in jobs]
+    top1, top5, models = {}, {}, {}
+    for i, key in enumerate(rows):
+        mine = outs[i * len(seeds):(i + 1) * len(seeds)]
+        top1[key] = torch.tensor([o[0] for o in mine])
+        top5[key] = torch.tensor([o[1] for o in mine])
+        models[key] = [o[2] for o in mine]
+        if log: log(f"{row_name(*key):26s} top-1 {show_seeds(top1[key])}, "
+                    f"top-5 {show_seeds(top5[key])}")
+    steps = epochs * len(TensorLoader(Xtr, batch_size=batch_size))
+    return Table1(top1, top5, models, [o[3] for o in outs], [o[4] for o in outs], steps)
+
+# %% ../nbs/15_table1.ipynb #a7b8c9d0
+def show_seeds(accs) -> str:
+    "Mean ± sample standard deviation (n − 1) over the seeds of fractions, in %"
+    a = torch.as_tensor(accs, dtype=torch.float64) * 100
+    return f"{a.mean():.2f} ± {a.std():.2f} %" if len(a) > 1 else f"{a.mean():.2f} %"
+
+def controls(y:Tensor,        # (n,) the labels of the test split
+             n_classes:int,   # K
+            ) -> dict[str, tuple[float, float]]:   # name -> (top-1, top-5) in %
+    "What guessing scores (top-1, top-5, %): uniformly at random, and the most frequent classes"
+    top = torch.bincount(y, minlength=n_classes).sort(descending=True).values.double()
+    return {'chance (uniform guess)': (100 / n_classes, 100 * min(5, n_classes) / n_classes),
+            'majority class (test split)': (100 * top[0].item() / len(y),
+                                            100 * top[:5].sum().item() / len(y))}
+
+def show_table(top1:dict[str, Sequence[float]],   # row name -> top-1 per seed (fractions)
+               top5:dict[str, Sequence[float]],   # row name -> top-5 per seed
+               *, paper:dict[str, tuple[float, float]]|None=None, # row -> paper's (top-1, top-5) %
+               controls:dict[str, tuple[float, float]]|None=None, # a guess -> (top-1, top-5) %
+              ):
+    "Print every row (mean ± std over seeds, each seed's top-1) beside the paper's and the controls"
+    paper = paper or {}
+    print(f"{'':28s} {'top-1':>15s} {'top-5':>15s}   {'top-1 of each seed':30s} "
+          "paper (top-1 / top-5)")
+    for name, a in top1.items():
+        seeds = ' '.join(f'{100 * float(v):.1f}' for v in a)
+        theirs = '{:.2f} / {:.2f}'.format(*paper[name]) if name in paper else ''
+        print(f"{name:28s} {show_seeds(a):>15s} {show_seeds(top5[name]):>15s}   {seeds:30s} "
+              f"{theirs}")
+    for name, (t1, t5) in (controls or {}).items():
+        print(f"{name:28s} {t1:13.2f} % {t5:13.2f} %")
+
+def compare(top1:dict[str, Sequence[float]], a:str, b:str) -> Verdict:
+    "Row a against row b on top-1, paired by seed (appendix B's t test), in points"
+    return seed_verdict([100 * float(v) for v in top1[a]], [100 * float(v) for v in top1[b]],
+                        names=(a, b), higher_is_better=True, paired=True, fmt='.2f')
+
+def table1_claims(recipe:Recipe) -> list[tuple[str, str, str]]:
+    "The paper's claims about its Table 1, each as (claim, row A, row B): A should beat B"
+    n = lambda pos, label: row_name(pos, label, recipe)
+    return [('(1) a position embedding helps', n('learned', 'none'), n('none', 'none')),
+            ('(2) APL helps without one', n('none', 'APL'), n('none', 'none')),
+            ('(2) RPL helps without one', n('none', 'RPL'), n('none', 'none')),
+            ('(3) APL helps with one', n('learned', 'APL'), n('learned', 'none')),
+            ('(3) RPL helps with one', n('learned', 'RPL'), n('learned', 'none')),
+            ('(4) APL beats RPL on a full-attention ViT', n('learned', 'APL'), n('learned', 'RPL'))]
+
+def load_record(path:str,   # under the repository's results/bench/, e.g. '15_table1/table1.json'
+               ) -> dict|None:
+    "A recorded benchmark run, read from the repository (this folder or its parent); None if absent"
+    for root in (Path.cwd(), Path.cwd().parent):
+        f = root / 'results' / 'bench' / path
+        if f.exists(): return json.loads(f.read_text())
+    return None
+
+def describe_record(rec:dict) -> str:
+    "One sentence: which command, commit and machine made a record, and how long it ran"
+    dirty = ' with uncommitted changes' if rec['dirty'] else ''
+    return (f"Recorded by `{rec['command']}` at commit {rec['commit'][:10]}{dirty}, on "
+            f"{rec['machine']['cpu']} ({rec['machine']['device']}, "
+            f"torch {rec['machine']['torch']}), "
+            f"{rec['date']}: seeds {rec['seeds']}, {rec['steps']} steps per run, "
+            f"{rec['wall_s'] / 60:.1f} min of wall time, {rec['cpu_s'] / 60:.1f} min of CPU time.")
+
+def judge(top1:dict[str, Sequence[float]],   # row name -> top-1 per seed, every row of `ROWS`
+         ) -> dict[tuple[str, str], Verdict]:  # (claim, recipe) -> its verdict
+    "Every claim of the paper about its Table 1, in both recipes, by `compare`"
+    return {(claim, recipe): compare(top1, a, b)
+            for recipe in RECIPES for claim, a, b in table1_claims(recipe)}
+
+def read_claims(vs:dict[tuple[str, str], Verdict],   # (claim, recipe or head) -> its verdict
+               ) -> dict[str, str]:                  # claim number -> what became of it
+    "Per claim number: 'holds' (every comparison better), 'fails', 'partly' or 'not resolved'"
+    out = {}
+    for num in sorted({claim[:3] for claim, _ in vs}):
+        words = [v.word for (claim, _), v in vs.items() if claim.startswith(num)]
+        if all(w == 'better' for w in words): out[num] = 'holds'
+        elif 'worse' in words: out[num] = f"fails: {words.count('worse')} of {len(words)} worse"
+        elif 'better' in words: out[num] = f"partly: {words.count('better')} of {len(words)} better"
+        else: out[num] = (f"not resolved at this budget ({len(words)} comparison"
+                          + 's' * (len(words) != 1) + ')')
+    return out

@@ -6,7 +6,7 @@ Docs: https://txbook.github.io/txbook/nbs/k_train.html.md"""
 
 # %% ../nbs/k_train.ipynb #6b0b90dc
 from __future__ import annotations
-import contextlib, itertools, os
+import contextlib, inspect, itertools, json, math, os
 from functools import partial
 from pathlib import Path
 from typing import Callable
@@ -16,10 +16,11 @@ from fastprogress.fastprogress import progress_bar
 from .core import eval_mode
 from .losses import classification_objective
 from .optim import make_optimizer, warmup_cosine
-from .amp import Precision, autocast, grad_scaler, resolve_precision, scaled_step
-from .checkpoint import load_checkpoint, save_checkpoint
-from .distributed import (gather_rng_states, rank_world, reduce_sums, setup_distributed,
-                                shard, wrap_model)
+from .amp import (Precision, autocast, check_master_weights, grad_scaler, resolve_precision,
+                        scaled_step)
+from .checkpoint import checkpoint_meta, load_checkpoint, save_checkpoint
+from .distributed import (all_equal, gather_rng_states, rank_world, reduce_sums,
+                                resolve_split, setup_distributed, shard, wrap_model)
 
 def _rows(batch) -> int:
     "B: the rows of a batch, a tensor or a tuple of tensors with one first dimension"
@@ -30,13 +31,24 @@ def _to(batch, device:torch.device):
     if isinstance(batch, Tensor): return batch.to(device)
     return type(batch)(t.to(device) for t in batch)
 
-def _loss_metrics(out) -> tuple[Tensor, dict[str, float]]:
-    "An objective's answer, `loss` or `(loss, metrics)`, as a scalar loss and {name: float}"
-    loss, metrics = out if isinstance(out, tuple) else (out, {})
+def _answer(out) -> tuple[Tensor, dict, Tensor|float|None]:
+    "An objective's answer, `loss`, `(loss, metrics)` or `(loss, metrics, weight)`, unpacked"
+    if isinstance(out, tuple) and len(out) not in (2, 3):
+        raise ValueError(f"an objective returns loss, (loss, metrics) or (loss, metrics, weight), "
+                         f"got a tuple of {len(out)}")
+    loss, metrics, weight = (*out, None)[:3] if isinstance(out, tuple) else (out, {}, None)
     if not isinstance(loss, Tensor) or loss.ndim != 0:
         raise ValueError(f"an objective must return a scalar loss tensor, got {type(loss).__name__}"
                          f" of shape {tuple(getattr(loss, 'shape', ()))}")
-    return loss, {k: float(v) for k, v in metrics.items()}
+    if not (weight is None or isinstance(weight, (int, float))
+            or isinstance(weight, Tensor) and weight.ndim == 0):
+        raise ValueError(f"an objective's weight (the units its loss averages over) is a number "
+                         f"or a 0-dim tensor, got {type(weight).__name__} "
+                         f"{tuple(getattr(weight, 'shape', ()))}")
+    if isinstance(weight, (int, float)) and weight < 0:
+        raise ValueError(f"an objective's weight counts units, got {weight}")
+    metrics = {k: v.detach() if isinstance(v, Tensor) else float(v) for k, v in metrics.items()}
+    return loss, metrics, weight                           # tensors stay on the device: no sync
 
 def _warmup_cosine(total:int, warmup:float) -> Callable[[int], float]:
     "fit's default schedule: `warmup` steps (or that fraction of `total` if < 1), then cosine"
@@ -60,32 +72,36 @@ __all__ = ['evaluate', 'predict', 'fit', 'plot_history']
 # %% ../nbs/k_train.ipynb #be618e12
 @torch.no_grad()
 def _evaluate(model:nn.Module, dl, objective:Callable, device:torch.device,
-              amp:torch.dtype|None) -> dict[str, float]:
-    "Means over the rows of `dl` of the objective's loss and metrics, in eval mode, all ranks"
+              amp:torch.dtype|None, split:bool) -> dict[str, float]:
+    "Weighted means over `dl` of the objective's loss and metrics, in eval mode, all ranks"
     rank, world = rank_world()
-    n, sums = 0, {}
+    total, sums = 0, {}
     with eval_mode(model):
         for batch in dl:
-            batch = shard(batch, rank, world) if world > 1 else batch
+            batch = shard(batch, rank, world) if split and world > 1 else batch
             k = _rows(batch)
             if k == 0: continue                            # a last batch with fewer rows than ranks
             with autocast(device, amp):
-                loss, metrics = _loss_metrics(objective(model, _to(batch, device)))
-            for name, v in {'loss': loss.item(), **metrics}.items():
-                sums[name] = sums.get(name, 0.0) + v * k
-            n += k
-    totals = reduce_sums([n, *sums.values()], device)      # add up the sums of all ranks
+                loss, metrics, weight = _answer(objective(model, _to(batch, device)))
+            w = k if weight is None else weight            # rows, unless the objective counts units
+            for name, v in {'loss': loss.detach(), **metrics}.items():
+                v = v.double() if isinstance(v, Tensor) else v
+                sums[name] = sums.get(name, 0.0) + v * w
+            total = total + w
+    totals = reduce_sums([total, *sums.values()], device)  # add up the sums of all ranks, read once
     return {name: t / totals[0] for name, t in zip(sums, totals[1:])}
 
 def evaluate(model:nn.Module, dl, *,
              objective:Callable|None=None,  # as `fit`'s; default: classification of (x, y)
              device=None,                   # default: the model's
              precision:Precision='auto',
+             split_batches:bool|None=None,  # torchrun: as `fit`'s (None: unless a sampler's)
             ) -> dict[str, float]:          # 'loss' and the objective's metrics
-    "Mean loss and metrics of `objective` over `dl` (eval mode); torchrun: each rank takes shards"
+    "Weighted mean loss and metrics of `objective` over `dl` (eval mode); torchrun: all ranks'"
     device = device or next(model.parameters()).device
     objective = _objective(objective, model, 0.0)
-    return _evaluate(model, dl, objective, device, resolve_precision(precision, device))
+    split = resolve_split(dl, split_batches)
+    return _evaluate(model, dl, objective, device, resolve_precision(precision, device), split)
 
 @torch.no_grad()
 def predict(model:nn.Module, x:Tensor, *, batch_size:int=512, device=None,
@@ -107,34 +123,70 @@ def _groups(batches, k:int):
     it = iter(batches)
     while group := list(itertools.islice(it, k)): yield group
 
+def _ranks_sum(x, device:torch.device) -> Tensor:
+    "The sum over all ranks of a number, as a float64 tensor on `device` (not read back)"
+    t = torch.as_tensor(x, dtype=torch.float64, device=device).clone()
+    torch.distributed.all_reduce(t)
+    return t
+
+def _mark_dynamic(batch):
+    "Tell torch.compile that the batch's first dimension varies (the last batch is smaller)"
+    from torch._dynamo import maybe_mark_dynamic
+    for t in [batch] if isinstance(batch, Tensor) else batch:
+        if t.ndim: maybe_mark_dynamic(t, 0)
+
 def _step_grads(net:nn.Module,           # the model as trained: plain, DDP-wrapped and/or compiled
                 ddp:nn.Module|None,      # the DDP wrapper, if any
-                group:list,              # the micro-batches of one step, global batches
+                group:list,              # the loader's batches for one optimiser step
                 objective:Callable, device:torch.device, rank:int, world:int,
                 amp:torch.dtype|None, scaler:torch.amp.GradScaler,  # disabled unless fp16
-               ) -> tuple[float, dict[str, float]]:  # loss and metrics of the whole global batch
-    "Accumulate in `.grad` the gradient of the mean loss over all micro-batches and all ranks"
-    n_global = sum(_rows(b) for b in group)               # B: rows in the step's whole batch
-    loss_sum, sums = 0.0, {}
-    for j, batch in enumerate(group):
-        if _rows(batch) < world:
-            raise ValueError(f"a batch of {_rows(batch)} rows cannot be split over {world} "
-                             f"processes; use drop_last=True or another batch size")
-        batch = _to(shard(batch, rank, world) if world > 1 else batch, device)
-        w = _rows(batch) / n_global                       # n_r / B: this shard's share of the batch
+                split:bool=True,         # cut each batch into shards (else it is this rank's own)
+                dynamic:bool=False,      # mark the batch dimension dynamic (a compiled `net`)
+               ) -> tuple[float, dict[str, float]]:  # weighted loss and metrics over all ranks
+    "Accumulate in `.grad` the gradient of the weighted mean loss over micro-batches and ranks"
+    parts = [shard(b, rank, world) if split and world > 1 else b for b in group]
+    if split and world > 1 and (small := min(map(_rows, group))) < world:
+        raise ValueError(f"a batch of {small} rows cannot be split over {world} "
+                         f"processes; use drop_last=True or another batch size")
+    loss_sum, sums, w_sum = 0.0, {}, 0
+    for j, part in enumerate(parts):
+        batch = _to(part, device)
+        if dynamic: _mark_dynamic(batch)
         # DDP all-reduces in the backward pass; only the last micro-batch's backward needs it
-        last = j == len(group) - 1
+        last = j == len(parts) - 1
         with ddp.no_sync() if ddp is not None and not last else contextlib.nullcontext():
             with autocast(device, amp):                   # the loss too, as PyTorch's AMP recipe
-                loss, metrics = _loss_metrics(objective(net, batch))   # does: float32 inside
-            # DDP averages over ranks: R n_r / B makes it the batch mean (skipped when it is 1)
-            scale = w * world
-            scaled = loss if scale == 1 else loss * scale
+                loss, metrics, weight = _answer(objective(net, batch))  # does: float32 inside
+            w = _rows(part) if weight is None else weight     # w_j: the units this loss averages
+            if isinstance(w, Tensor): w = w.detach().to(torch.float64)
+            if j == 0:                                    # Ŵ, the step's weight, before a backward
+                weighted = weight is not None
+                if not weighted and (split or world == 1):
+                    W_hat = sum(map(_rows, group))        # B: the step's rows, known in advance
+                else:                                     # this rank's rows, or k w_0 (a guess)
+                    local = len(parts) * w if weighted else sum(map(_rows, parts))
+                    W_hat = _ranks_sum(local, device) if world > 1 else local
+            elif (weight is not None) != weighted:
+                raise ValueError("the objective returned a weight for some batches and not others")
+            share = w / W_hat                             # w_j / Ŵ: this part's share of the step
+            scale = share * world                         # DDP averages over ranks: R w_j / Ŵ
+            if isinstance(scale, Tensor): scaled = loss * scale.to(loss.dtype)
+            else: scaled = loss if scale == 1 else loss * scale
             scaler.scale(scaled).backward()               # S·loss for fp16, else the loss
-        loss_sum += w * loss.item()
-        for name, v in metrics.items(): sums[name] = sums.get(name, 0.0) + w * v
-    totals = reduce_sums([loss_sum, *sums.values()], device)   # the whole batch's, not a shard's
-    return totals[0], dict(zip(sums, totals[1:]))
+        loss_sum = loss_sum + share * loss.detach().double()
+        for name, v in metrics.items():
+            v = v.double() if isinstance(v, Tensor) else v
+            sums[name] = sums.get(name, 0.0) + share * v
+        w_sum = w_sum + w
+    totals = reduce_sums([loss_sum, *sums.values(), w_sum], device)   # all ranks', read once
+    W = totals.pop()                                      # W = Σ_r Σ_j w_rj, the step's weight
+    if W <= 0: raise ValueError(f"the objective's weights add up to {W} over a step")
+    if not weighted or len(parts) == 1:                   # then Ŵ = W: the shares were exact
+        return totals[0], dict(zip(sums, totals[1:]))
+    fix = float(W_hat) / W                                # Ŵ / W turns w_j / Ŵ into w_j / W
+    for p in net.parameters():
+        if p.grad is not None: p.grad.mul_(fix)
+    return totals[0] * fix, {name: t * fix for name, t in zip(sums, totals[1:])}
 
 def _update(model:nn.Module, opt, sched, scaler:torch.amp.GradScaler, grad_clip:float|None,
             hist:dict, loss:float, metrics:dict[str, float]):
@@ -145,37 +197,97 @@ def _update(model:nn.Module, opt, sched, scaler:torch.amp.GradScaler, grad_clip:
     for k, v in {'loss': loss, **metrics}.items(): hist.setdefault(k, []).append(v)
 
 # %% ../nbs/k_train.ipynb #8176bcc5
-def _save(path, model, opt, sched, step:int, hist:dict, rank:int, world:int, scaler):
+def _save(path, model, opt, sched, step:int, hist:dict, run:dict, rank:int, world:int, scaler):
     "Rank 0 writes the checkpoint, with the random state of every rank; the others wait"
     rng = gather_rng_states()                             # every rank's; None in one process
     if rank == 0:
-        meta = {'history': hist}
+        meta = {'history': hist, 'run': run}
         if scaler.is_enabled(): meta['grad_scaler'] = scaler.state_dict()
         save_checkpoint(path, model, opt, sched, step=step, meta=meta, rng=rng)
     if world > 1: torch.distributed.barrier()             # nobody reads a half-written file
 
-def _resume(path, model, opt, sched, scaler, rank:int) -> tuple[int, dict]:
-    "Load a `fit` checkpoint: weights, optimiser, schedule, RNG, loss scale; (step, history)"
+def _run_record(train_dl, total:int, factor:Callable[[int], float], **options) -> dict:
+    "What makes a run this run: its options, the data's size, the schedule at a few steps"
+    probes = sorted({0, 1, 2, total // 4, total // 2, 3 * total // 4, total - 2, total - 1})
+    n = len(train_dl.tensors[0]) if hasattr(train_dl, 'tensors') else None
+    n = len(train_dl.dataset) if n is None and hasattr(train_dl, 'dataset') else n
+    record = {**options, 'samples': n, 'batches_per_epoch': len(train_dl), 'steps': total,
+              'schedule': {str(t): float(factor(t)) for t in probes if 0 <= t < total}}
+    return json.loads(json.dumps(record))                 # as it reads back from the file
+
+def _differences(saved:dict|None, run:dict) -> list[str]:
+    "What differs between the run a checkpoint recorded and this one"
+    if saved is None: return ['the checkpoint records no run']
+    keys = sorted((run.keys() | saved.keys()) - {'schedule'})
+    out = [f"{k}: {saved.get(k)!r} in the checkpoint, {run.get(k)!r} now"
+           for k in keys if saved.get(k) != run.get(k)]
+    a, b = saved.get('schedule', {}), run['schedule']
+    out += [f"schedule at step {t}: {a.get(t)!r} in the checkpoint, {b.get(t)!r} now"
+            for t in sorted(a.keys() | b.keys(), key=int)
+            if a.get(t) is None or b.get(t) is None or not math.isclose(a[t], b[t], rel_tol=1e-9)]
+    return out
+
+def _resume(path, model, opt, sched, scaler, rank:int, run:dict, resume:bool|None,
+            say:Callable) -> tuple[int, dict|None]:
+    "Load a `fit` checkpoint whose run is this one: weights, optimiser, schedule, RNG, loss scale"
+    if resume is False or (resume is None and not Path(path).exists()): return 0, None
+    if not Path(path).exists(): raise FileNotFoundError(f"resume=True, but there is no {path}")
+    meta = checkpoint_meta(path)['meta']                  # read and compared before loading
+    if diffs := _differences(meta.get('run'), run):
+        if resume is None:
+            raise ValueError(f"{path} holds another run ({'; '.join(diffs)}): pass resume=True to "
+                             f"continue it with these options, resume=False to start afresh and "
+                             f"overwrite it, or choose another checkpoint")
+        say(f"resuming {path} with other options: {'; '.join(diffs)}")
     info = load_checkpoint(path, model, opt, sched, rank=rank)
     if scaler.is_enabled() and 'grad_scaler' in info['meta']:
         scaler.load_state_dict(info['meta']['grad_scaler'])
+    say(f"resumed from {path} at step {info['step']} of {run['steps']}")
     return info['step'], info['meta']['history']
 
 # %% ../nbs/k_train.ipynb #a54ca108
+def _set_epoch(dl, epoch:int, start:int) -> int:
+    "Tell `dl` (or its sampler) the epoch; returns the batches still to skip, by iterating"
+    owner = dl if hasattr(dl, 'set_epoch') else None
+    for s in (getattr(dl, 'sampler', None), getattr(getattr(dl, 'batch_sampler', None), 'sampler',
+                                                        None)):
+        if owner is None and hasattr(s, 'set_epoch'): owner = s   # DistributedSampler's place
+    if owner is None:
+        if start: raise ValueError(f"resuming mid-epoch (step {start}) needs a loader with "
+                                   f"set_epoch, e.g. TensorLoader")
+        return 0
+    try: inspect.signature(owner.set_epoch).bind(epoch, start)
+    except (TypeError, ValueError):                       # set_epoch(epoch), as PyTorch's samplers
+        owner.set_epoch(epoch)
+        return start
+    owner.set_epoch(epoch, start)                         # TensorLoader's: starts at batch `start`
+    return 0
+
 def _epoch_groups(dl, epoch:int, start:int, accum_steps:int, n:int):
     "The micro-batch groups of `n` steps of epoch `epoch`, from its step `start` on"
-    if hasattr(dl, 'set_epoch'): dl.set_epoch(epoch, start * accum_steps)
-    elif start:
-        raise ValueError(f"resuming mid-epoch (step {start}) needs a loader with set_epoch, "
-                         f"e.g. TensorLoader")
-    return itertools.islice(_groups(dl, accum_steps), n)
+    skip = _set_epoch(dl, epoch, start * accum_steps)
+    return itertools.islice(_groups(itertools.islice(dl, skip, None), accum_steps), n)
+
+def _check_batches(batch, split:bool, device:torch.device):
+    "Under torchrun: each rank's loader yields the same global batch (split) or its own (not)"
+    tensors = [batch] if isinstance(batch, Tensor) else batch
+    same = all_equal([_rows(batch), *(t.double().sum() for t in tensors)], device)
+    if split and not same:
+        raise ValueError("the ranks' loaders yield different batches, but fit cuts each batch into "
+                         "shards (split_batches): give every rank the same loader and seed, or "
+                         "pass split_batches=False if each rank's loader yields its own samples")
+    if same and not split:
+        raise ValueError("every rank's loader yields the same batch, and split_batches=False "
+                         "trains each rank on all of it: pass split_batches=True (or None) to cut "
+                         "global batches into shards, or give the loader a DistributedSampler")
 
 def _end_epoch(hist:dict, names:list[str], per_epoch:int, model:nn.Module, valid_dl,
                objective:Callable, device:torch.device, amp:torch.dtype|None):
     "Append the epoch's means: `train_<name>` of the steps', `valid_<name>` over `valid_dl`"
     for k in names: hist.setdefault(f'train_{k}', []).append(sum(hist[k][-per_epoch:]) / per_epoch)
     if valid_dl is not None:                              # all ranks: the evaluation all-reduces
-        for k, v in _evaluate(model, valid_dl, objective, device, amp).items():
+        split = resolve_split(valid_dl)
+        for k, v in _evaluate(model, valid_dl, objective, device, amp, split).items():
             hist.setdefault(f'valid_{k}', []).append(v)
 
 def _epoch_line(hist:dict, names:list[str], epoch:int, epochs:int) -> str:
@@ -193,15 +305,35 @@ def _check_options(schedule:Callable|None, warmup:float|None, accum_steps:int):
                          f"a custom schedule sets its own warm-up")
     if accum_steps < 1: raise ValueError(f"accum_steps must be >= 1, got {accum_steps}")
 
+def _last_rows(dl) -> int|None:
+    "Rows in the last batch of an epoch, where the loader says (TensorLoader, DataLoader)"
+    size, drop = getattr(dl, 'batch_size', None), getattr(dl, 'drop_last', False)
+    if hasattr(dl, 'tensors'): n = len(dl.tensors[0])
+    elif hasattr(dl, 'dataset') and hasattr(dl, '__len__'): n = len(dl.sampler)
+    else: return None
+    if not size or not n: return None
+    return size if drop or n % size == 0 else n % size
+
+def _check_loader(dl, split:bool, world:int, device:torch.device):
+    "Before the first step: a last batch too small to shard; per-rank loaders of unequal lengths"
+    last = _last_rows(dl)
+    if split and world > 1 and last is not None and min(last, dl.batch_size) < world:
+        raise ValueError(f"a batch of {min(last, dl.batch_size)} rows (the last of an epoch) "
+                         f"cannot be split over {world} processes; use drop_last=True or "
+                         f"another batch size")
+    if not split and not all_equal([len(dl)], device):
+        raise ValueError(f"the ranks' loaders have different lengths (this rank's: {len(dl)}); "
+                         f"every rank must take the same number of steps")
+
 # %% ../nbs/k_train.ipynb #c5d13554
 def fit(model:nn.Module, train_dl, valid_dl=None, *,
         epochs:int, lr:float=1e-3,
-        weight_decay:float=0.05,
+        weight_decay:float=0.05,        # AdamW's, on the matrices not named by `no_weight_decay()`
         warmup:float|None=None,         # warmup steps, or a fraction of all steps if < 1 (0.05)
         schedule:Callable[[int], float]|None=None, # step t -> factor of lr (default: warmup+cosine)
         betas:tuple[float, float]=(0.9, 0.999), # AdamW's β₁, β₂
         eps:float=1e-8,                 # AdamW's ε
-        objective:Callable|None=None,   # objective(model, batch) -> loss or (loss, {name: value})
+        objective:Callable|None=None,   # (model, batch) -> loss, (loss, metrics) or + weight
         label_smoothing:float=0.0,      # ε of the default objective (a ValueError with `objective`)
         grad_clip:float|None=1.0,       # max global gradient norm (None: no clipping)
         device=None,                    # default: `default_device()`; torchrun: the rank's GPU
@@ -213,14 +345,21 @@ def fit(model:nn.Module, train_dl, valid_dl=None, *,
         accum_steps:int=1,              # loader batches per optimiser step (gradient accumulation)
         compile:bool=False,             # torch.compile (skipped, with a message, where it cannot)
         precision:Precision='auto',     # 'auto' (`amp_dtype`), 'fp32', 'bf16', 'fp16' (loss-scaled)
+        split_batches:bool|None=None,   # torchrun: cut batches into shards (None: unless the loader
+                                        # has a DistributedSampler, which gives each rank its own)
+        resume:bool|None=None,          # None: resume `checkpoint` if it holds this run, else
+                                        # raise; True: resume it with other options; False: anew
        ) -> dict:   # per step: 'loss', 'lr', metrics; per epoch: 'train_loss', 'valid_acc', ...
     "AdamW, warmup + cosine, clipping, mixed precision for any objective; resumable; data-parallel"
     objective = _objective(objective, model, label_smoothing)
     _check_options(schedule, warmup, accum_steps)
     device = setup_distributed(device)                    # under torchrun: join the process group
     amp = resolve_precision(precision, device)            # the one place `precision` is read
+    check_master_weights(model, amp)                      # 16-bit compute needs float32 weights
     scaler = grad_scaler(device, amp)                     # fp16 only; a pass-through otherwise
     rank, world = rank_world()
+    split = resolve_split(train_dl, split_batches)        # shards of global batches, or not
+    _check_loader(train_dl, split, world, device)
     # `model` stays the plain module (checkpoints, evaluation); `net` is what the steps run
     net, ddp = wrap_model(model.to(device).train(), device, compile=compile)
     per_epoch = -(-len(train_dl) // accum_steps)          # optimiser steps per epoch
@@ -228,22 +367,29 @@ def fit(model:nn.Module, train_dl, valid_dl=None, *,
     opt = make_optimizer(model, lr=lr, weight_decay=weight_decay, betas=betas, eps=eps)
     factor = schedule or _warmup_cosine(total, 0.05 if warmup is None else warmup)  # η_t / η
     sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
-    step, hist = 0, {'loss': [], 'lr': [], 'train_loss': [], 'valid_loss': []}
-    if checkpoint is not None and Path(checkpoint).exists():
-        step, hist = _resume(checkpoint, model, opt, sched, scaler, rank)
-    save = lambda: checkpoint and _save(checkpoint, model, opt, sched, step, hist, rank, world,
-                                        scaler)
+    run = _run_record(train_dl, total, factor, epochs=epochs, lr=lr, weight_decay=weight_decay,
+                      warmup=warmup, betas=betas, eps=eps, label_smoothing=label_smoothing,
+                      grad_clip=grad_clip, accum_steps=accum_steps, precision=str(amp))
     progress = (not os.environ.get('IN_TEST')) if progress is None else progress
     progress, verbose = progress and rank == 0, verbose and rank == 0      # one process reports
+    say = print if verbose else lambda *a: None
+    step, hist = 0, None
+    if checkpoint is not None:
+        step, hist = _resume(checkpoint, model, opt, sched, scaler, rank, run, resume, say)
+    hist = hist or {'loss': [], 'lr': [], 'train_loss': [], 'valid_loss': []}
+    save = lambda: checkpoint and _save(checkpoint, model, opt, sched, step, hist, run, rank,
+                                        world, scaler)
     stop = total if max_steps is None else min(total, max_steps)
     while step < stop:
         epoch, start = divmod(step, per_epoch)
         n_now = min(per_epoch - start, stop - step)               # steps to run in this epoch
         groups = _epoch_groups(train_dl, epoch, start, accum_steps, n_now)
-        for group in (progress_bar(groups, total=n_now, leave=False) if progress else groups):
+        for i, group in enumerate(progress_bar(groups, total=n_now, leave=False) if progress
+                                  else groups):
+            if i == 0 and world > 1: _check_batches(group[0], split, device)
             opt.zero_grad(set_to_none=True)
             loss, metrics = _step_grads(net, ddp, group, objective, device, rank, world, amp,
-                                        scaler)
+                                        scaler, split, dynamic=net is not (ddp or model))
             _update(model, opt, sched, scaler, grad_clip, hist, loss, metrics)
             step += 1
             if checkpoint_every and step % checkpoint_every == 0: save()
@@ -256,16 +402,23 @@ def fit(model:nn.Module, train_dl, valid_dl=None, *,
 
 # %% ../nbs/k_train.ipynb #a931b853
 def plot_history(history:dict, *, title:str|None=None) -> 'matplotlib.figure.Figure':
-    "Loss (per step and per epoch) and accuracy (per epoch) curves of a `fit` history"
+    "Loss curves (per step and per epoch), and per-epoch metric curves if the history has metrics"
     import matplotlib.pyplot as plt
     from txbook.viz import plot_curves
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.5))
+    metrics = sorted({k.split('_', 1)[1] for k, v in history.items()
+                      if k.startswith(('train_', 'valid_')) and v} - {'loss'})
+    fig, axes = plt.subplots(1, 1 + bool(metrics), figsize=(10 if metrics else 5.5, 3.5),
+                             squeeze=False)
     losses = {'train loss (step)': history['loss'],
               'valid loss (epoch)': history.get('valid_loss', [])}
-    plot_curves(losses, xlabel='step', ylabel='loss', title='loss', ax=a)
-    accs = {f'{k} accuracy': history.get(f'{k}_acc', []) for k in ('train', 'valid')}
-    plot_curves({k: v for k, v in accs.items() if v}, xlabel='epoch', ylabel='accuracy',
-                title='accuracy', ax=b)
+    plot_curves(losses, xlabel='step', ylabel='loss', title='loss', ax=axes[0, 0])
+    if metrics:
+        named = lambda m: 'accuracy' if m == 'acc' else m
+        curves = {f'{split} {named(m)}': history.get(f'{split}_{m}', [])
+                  for m in metrics for split in ('train', 'valid')}
+        label = named(metrics[0]) if len(metrics) == 1 else 'value'
+        plot_curves({k: v for k, v in curves.items() if v}, xlabel='epoch', ylabel=label,
+                    title=label if len(metrics) == 1 else 'metrics', ax=axes[0, 1])
     if title: fig.suptitle(title)
     fig.tight_layout()
     return fig

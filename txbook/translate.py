@@ -1,4 +1,4 @@
-"""An encoder–decoder that translates English number words into German and French: data from num2words, a byte-pair-encoding tokenizer learned on the spot, training as Vaswani et al. did, greedy and beam search with a KV cache, BLEU on numbers it never saw, and cross-attention that learned German's word order.
+"""An encoder–decoder that translates English number words into German and French: data from num2words, a byte-pair-encoding tokenizer learned on the spot, training as Vaswani et al. did, greedy and beam search as the toolkits do them, an evaluation as machine translation does it (test and dev splits, numeric accuracy, chrF and BLEU with their signatures, baselines, seeds), and cross-attention tested by intervention.
 
 Docs: https://txbook.github.io/txbook/nbs/translate.html.md"""
 
@@ -7,18 +7,19 @@ Docs: https://txbook.github.io/txbook/nbs/translate.html.md"""
 # %% ../nbs/07_translate.ipynb #79aec44b
 from __future__ import annotations
 import math, random
+from contextlib import nullcontext
 from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from .mhsa import KVCache
-from .seq2seq import Transformer
+from .seq2seq import Transformer, mask_special, pad_batch, static_cross_attention
 from .text import BPETokenizer
 
 # %% auto #0
-__all__ = ['LANGS', 'Lang', 'BATCH_KEYS', 'number_words', 'held_combo', 'split_numbers', 'pad_batch', 'make_batch',
+__all__ = ['LANGS', 'Lang', 'BATCH_KEYS', 'DIGITS', 'number_words', 'held_combo', 'split_numbers', 'make_batch',
            'translation_loss', 'PairBatches', 'translation_objective', 'length_penalty', 'beam_search',
-           'sequence_scores', 'translate', 'cross_attention']
+           'sequence_scores', 'translate', 'number_table', 'numeric_errors']
 
 # %% ../nbs/07_translate.ipynb #2a68d1c6
 LANGS = ('en', 'de', 'fr')          # the languages the chapter uses (num2words codes)
@@ -40,32 +41,27 @@ def held_combo(n:int) -> bool:
     t, u = n // 10 % 10, n % 10
     return t >= 2 and u >= 1 and (t + u) % 5 == 0
 
-def split_numbers(n_max:int,            # numbers 0..n_max-1
+def split_numbers(n_max:int,      # numbers 0..n_max-1
                   *,
-                  frac_random:float=0.1, # of the other numbers, this fraction is held out too
-                  seed:int=0,            # the random draw of those held-out numbers
-                 ) -> dict[str, list[int]]: # 'train', 'combo' and 'random' numbers
-    "Hold out every number ending in a held-out tens/units pair ('combo') and a random fraction"
+                  n_test:int=200, # random test numbers, from those the combination rule leaves
+                  n_dev:int=200,  # dev numbers, drawn from what the test draw leaves
+                  seed:int=0,     # the random draws
+                 ) -> dict[str, list[int]]: # sorted 'train', 'dev', 'combo' and 'random' numbers
+    "Hold out every number ending in a held-out tens/units pair, a random test set and a dev set"
     if n_max < 100: raise ValueError(f"n_max must be >= 100 (two-digit numbers), got {n_max}")
-    if not 0 < frac_random < 1:
-        raise ValueError(f"frac_random must be in (0, 1), got {frac_random}")
     combo = [n for n in range(n_max) if held_combo(n)]
     rest = [n for n in range(n_max) if not held_combo(n)]
+    if min(n_test, n_dev) < 1 or n_test + n_dev >= len(rest):
+        raise ValueError(f"n_test={n_test} and n_dev={n_dev} must be >= 1 and leave numbers to "
+                         f"train on: the combination rule leaves {len(rest)} below {n_max}")
     rng = random.Random(seed)
-    held = set(rng.sample(rest, round(frac_random * len(rest))))
-    return {'train': [n for n in rest if n not in held], 'combo': combo,
-            'random': sorted(held)}
+    test = set(rng.sample(rest, n_test))
+    left = [n for n in rest if n not in test]
+    dev = set(rng.sample(left, n_dev))
+    return {'train': [n for n in left if n not in dev], 'dev': sorted(dev), 'combo': combo,
+            'random': sorted(test)}
 
 # %% ../nbs/07_translate.ipynb #02f22e64
-def pad_batch(seqs:list[list[int]], # token id lists of different lengths
-              pad:int,               # the PAD id
-             ) -> tuple[Tensor, Tensor]: # ids (B, N) and keep (B, N), False = PAD
-    "Right-pad to the longest sequence; `keep` marks the real tokens"
-    N = max(map(len, seqs))
-    ids = torch.full((len(seqs), N), pad, dtype=torch.long)
-    for i, s in enumerate(seqs): ids[i, :len(s)] = torch.tensor(s)
-    return ids, ids != pad
-
 def make_batch(tok:BPETokenizer, pairs:list[tuple[str, str, str]]) -> dict[str, Tensor]:
     "Source (tag + words + EOS), decoder input (BOS + words) and targets (words + EOS), padded"
     src, src_keep = pad_batch([tok.encode(s, tag=f'<2{l}>') for s, t, l in pairs], tok.pad)
@@ -102,9 +98,11 @@ class PairBatches:
 
 def translation_objective(model:Transformer, batch:tuple[Tensor, ...], *,
                           label_smoothing:float=0.1, # ε (Vaswani: 0.1)
-                         ) -> Tensor:
-    "`fit`'s objective on `PairBatches`: `translation_loss` with ε-smoothed targets"
-    return translation_loss(model, dict(zip(BATCH_KEYS, batch)), label_smoothing=label_smoothing)
+                         ) -> tuple[Tensor, dict, Tensor]: # loss, no metrics, real target tokens
+    "`fit`'s objective on `PairBatches`: `translation_loss`, ε-smoothed; its weight is its tokens"
+    b = dict(zip(BATCH_KEYS, batch))
+    loss = translation_loss(model, b, label_smoothing=label_smoothing)
+    return loss, {}, (b['tgt_out'] != 0).sum()                       # 0 = PAD; no sync
 
 # %% ../nbs/07_translate.ipynb #07aded8d
 def length_penalty(n:Tensor|int, alpha:float) -> Tensor|float:
@@ -112,50 +110,73 @@ def length_penalty(n:Tensor|int, alpha:float) -> Tensor|float:
     return ((5 + n) / 6) ** alpha
 
 def _reorder(caches:list[KVCache], idx:Tensor):
-    "Keep the cached keys and values of the beams `idx` (B·K,) picked, in their new order"
+    "Keep the cached keys and values of the hypotheses `idx` (B·K,) picked, in their new order"
     for c in caches: c.k, c.v = c.k[idx], c.v[idx]
+
+def _add(pool:list, score:float, ids:list[int], K:int):
+    "Pool a finished hypothesis; beyond K, the worst one leaves"
+    pool.append((score, ids))
+    if len(pool) > K: pool.remove(min(pool, key=lambda p: p[0]))
+
+def _beaten(pool:list, best_logp:float, K:int, n_min:int, n_max:int, alpha:float) -> bool:
+    "Is the pool full, and can no live hypothesis (best log P so far) beat its worst any more?"
+    if len(pool) < K: return False
+    if best_logp == -math.inf: return True
+    best_possible = max(best_logp / length_penalty(n, alpha) for n in (n_min, n_max))
+    return min(p[0] for p in pool) >= best_possible   # lp is monotone in n: an end is the best
 
 @torch.no_grad()
 def beam_search(model:Transformer, src:Tensor,   # (B, M) source ids
-                *, beam:int,                    # K, hypotheses kept per sentence
+                *, beam:int,                    # K, live hypotheses per sentence
                 bos:int, eos:int, pad:int,
-                max_new:int,                    # most tokens generated per sentence
+                max_new:int,                    # most tokens per hypothesis, EOS included
                 alpha:float=0.6,                # length penalty exponent (0: plain log P)
                 src_keep:Tensor|None=None,      # (B, M) bool, False = PAD
-               ) -> tuple[Tensor, Tensor]:      # ids (B, max_new), scores (B,)
-    "Beam search with a KV cache; finished beams stay in the beam, extended by free PADs"
+                suppress:tuple[int, ...]=(),    # more ids never emitted (language tags, ...)
+                static_kv:bool=True,            # cross-attention keys and values once per source
+               ) -> tuple[Tensor, Tensor]:      # ids (B, K, max_new), scores (B, K): best first
+    "Beam search as the toolkits do it: K live hypotheses from 2K candidates, finished ones pooled"
     if beam < 1: raise ValueError(f"beam must be >= 1, got {beam}")
-    B, K = src.shape[0], beam
+    B, K, dev = src.shape[0], beam, src.device
     memory = model.encode(src, src_keep=src_keep).repeat_interleave(K, 0)   # (B·K, M, D)
     keep = None if src_keep is None else src_keep.repeat_interleave(K, 0)
     caches = [KVCache() for _ in model.decoder.blocks]
-    seqs = torch.full((B * K, 1), bos, dtype=torch.long, device=src.device)
-    logp = torch.full((B, K), -math.inf, device=src.device)
-    logp[:, 0] = 0.0                                     # one live beam at the start
-    length = torch.zeros(B, K, device=src.device)        # tokens up to and with EOS
-    done = torch.zeros(B, K, dtype=torch.bool, device=src.device)
-    for _ in range(max_new):
-        out = model.decode(seqs[:, -1:], memory, caches=caches, src_keep=keep)[:, -1]
-        lp = out.float().log_softmax(-1).view(B, K, -1)                      # (B, K, V)
-        V = lp.shape[-1]
-        lp = torch.where(done[..., None], -math.inf, lp)                     # finished: only
-        lp[..., pad] = torch.where(done, 0.0, lp[..., pad])                  # PAD, for free
-        total = (logp[..., None] + lp).view(B, K * V)
-        n = (length + ~done)[..., None].expand(B, K, V).reshape(B, K * V)    # new lengths
-        score = total / length_penalty(n, alpha)
-        best = score.topk(K, dim=-1).indices                                 # (B, K)
-        src_beam, tokn = best // V, best % V
-        logp, length = total.gather(1, best), n.gather(1, best)
-        done = done.gather(1, src_beam) | (tokn == eos)
-        idx = (src_beam + torch.arange(B, device=src.device)[:, None] * K).flatten()
-        _reorder(caches, idx)
-        seqs = torch.cat([seqs[idx], tokn.flatten()[:, None]], dim=1)
-        if bool(done.all()): break
-    final = logp / length_penalty(length, alpha)                             # (B, K)
-    top = final.argmax(-1)                                                   # (B,)
-    ids = seqs.view(B, K, -1)[torch.arange(B, device=src.device), top, 1:]
-    ids = F.pad(ids, (0, max_new - ids.shape[1]), value=pad)
-    return ids, final.gather(1, top[:, None])[:, 0]
+    banned = [bos, pad, *suppress]                      # never emitted
+    seqs = torch.full((B * K, 1), bos, dtype=torch.long, device=dev)      # live hypotheses
+    logp = torch.full((B, K), -math.inf, device=dev)
+    logp[:, 0] = 0.0                                    # one live hypothesis at the start
+    pool = [[] for _ in range(B)]                       # finished (score, ids), K at most
+    done = [False] * B                                  # no live hypothesis can enter the pool
+    first_k = torch.arange(2 * K, device=dev) < K
+    with static_cross_attention(model.decoder, memory) if static_kv else nullcontext():
+        for t in range(max_new):
+            out = model.decode(seqs[:, -1:], memory, caches=caches, src_keep=keep)[:, -1]
+            lp = mask_special(out.float().log_softmax(-1), banned, eos=eos, last=t == max_new - 1)
+            V = lp.shape[-1]
+            total = (logp[..., None] + lp.view(B, K, V)).view(B, K * V)   # log P, every extension
+            top, cand = total.topk(2 * K, dim=-1)                         # (B, 2K), best first
+            hyp, tok = cand // V, cand % V                                # which hypothesis, token
+            ends = (tok == eos) & top.isfinite()
+            for b, j in (ends & first_k).nonzero().tolist():   # among the K best: finished
+                if done[b]: continue
+                ids = seqs[b * K + hyp[b, j], 1:].tolist() + [eos]
+                _add(pool[b], top[b, j].item() / length_penalty(len(ids), alpha), ids, K)
+            live = (ends.long() * 2 * K + torch.arange(2 * K, device=dev)).argsort(-1)[:, :K]
+            hyp, tok, logp = hyp.gather(1, live), tok.gather(1, live), top.gather(1, live)
+            idx = (hyp + torch.arange(B, device=dev)[:, None] * K).flatten()   # (B·K,) rows
+            _reorder(caches, idx)
+            seqs = torch.cat([seqs[idx], tok.flatten()[:, None]], dim=1)
+            best = logp[:, 0].tolist()                         # the best live log P, per sentence
+            for b in range(B):
+                done[b] = done[b] or _beaten(pool[b], best[b], K, t + 2, max_new, alpha)
+            if all(done): break
+    ids = torch.full((B, K, max_new), pad, dtype=torch.long, device=dev)
+    scores = torch.full((B, K), -math.inf, device=dev)
+    for b, p in enumerate(pool):
+        for j, (s, h) in enumerate(sorted(p, key=lambda x: -x[0])):
+            ids[b, j, :len(h)] = torch.tensor(h, device=dev)
+            scores[b, j] = s
+    return ids, scores
 
 # %% ../nbs/07_translate.ipynb #812028a6
 @torch.no_grad()
@@ -178,7 +199,7 @@ def translate(model:Transformer, tok:BPETokenizer, texts:list[str], lang:Lang, *
               alpha:float=0.6,       # length penalty exponent of beam search
               max_new:int|None=None, # default: the model's position table allows
              ) -> list[str]:         # one translation per text
-    "Translate texts into `lang`, greedily or with beam search"
+    "Translate texts into `lang`, greedily or with beam search; no special token is ever emitted"
     if beam < 1: raise ValueError(f"beam must be >= 1, got {beam}")
     seqs = [tok.encode(t, tag=f'<2{lang}>') for t in texts]
     n_pos = model.pos_emb.num_embeddings
@@ -186,27 +207,39 @@ def translate(model:Transformer, tok:BPETokenizer, texts:list[str], lang:Lang, *
     if too_long: raise ValueError(f"{too_long[0]!r} has more than max_len={n_pos} tokens")
     dev = next(model.parameters()).device
     src, keep = (t.to(dev) for t in pad_batch(seqs, tok.pad))
-    kw = dict(bos=tok.bos, eos=tok.eos, pad=tok.pad, src_keep=keep)
+    kw = dict(bos=tok.bos, eos=tok.eos, pad=tok.pad, src_keep=keep,
+              suppress=tuple(range(tok.eos + 1, tok.n_special)))          # the language tags
     max_new = max_new or n_pos - 1
     model.eval()
     if beam == 1: ids = model.generate(src, max_new, **kw)
-    else: ids = beam_search(model, src, beam=beam, max_new=max_new, alpha=alpha, **kw)[0]
+    else: ids = beam_search(model, src, beam=beam, max_new=max_new, alpha=alpha, **kw)[0][:, 0]
     return [tok.decode(row) for row in ids]
 
-# %% ../nbs/07_translate.ipynb #554fcd87
-@torch.no_grad()
-def cross_attention(model:Transformer, batch:dict[str, Tensor],
-                   ) -> Tensor: # (L, B, H, N, M): decoder block, sentence, head, target, source
-    "The cross-attention weights of every decoder block under teacher forcing"
-    maps = []
-    def grab(mod, args, kwargs, out):                     # recompute with return_weights=True
-        if kwargs.get('return_weights'): return           # (the recomputation itself)
-        maps.append(mod(*args, **kwargs, return_weights=True)[1])
-    hooks = [b.cross_attn.register_forward_hook(grab, with_kwargs=True)
-             for b in model.decoder.blocks]
-    try:
-        model.eval()
-        model(batch['src'], batch['tgt_in'], src_keep=batch['src_keep'])
-    finally:
-        for h in hooks: h.remove()
-    return torch.stack(maps)
+# %% ../nbs/07_translate.ipynb #60af3739
+def number_table(n_max:int,  # the numbers 0..n_max-1
+                 lang:Lang,  # their language
+                ) -> dict[str, int]: # words -> number
+    "The inverse of `number_words` over 0..n_max-1 (num2words writes each number one way)"
+    table = {number_words(n, lang): n for n in range(n_max)}
+    if len(table) != n_max:
+        raise ValueError(f"num2words writes {n_max - len(table)} numbers below {n_max} alike "
+                         f"in {lang!r}: no inverse")
+    return table
+
+DIGITS = ('units', 'tens', 'hundreds', 'thousands', 'ten thousands', 'hundred thousands')
+
+def numeric_errors(hyps:list[str],          # translations
+                   numbers:list[int],       # the numbers they should write
+                   table:dict[str, int],    # `number_table` of their language
+                  ) -> dict[str, float]:    # % of items: 'accuracy', 'unparsed', one per digit
+    "Numeric accuracy, the share of outputs no number is written as, and which digits are wrong"
+    if len(hyps) != len(numbers) or not hyps:
+        raise ValueError(f"need one translation per number: got {len(hyps)} and {len(numbers)}")
+    out = dict.fromkeys(('accuracy', 'unparsed', *DIGITS), 0)
+    for h, n in zip(hyps, numbers):
+        m = table.get(h)
+        if m is None: out['unparsed'] += 1
+        elif m == n: out['accuracy'] += 1
+        else:
+            for i, d in enumerate(DIGITS): out[d] += m // 10 ** i % 10 != n // 10 ** i % 10
+    return {k: 100 * v / len(hyps) for k, v in out.items()}

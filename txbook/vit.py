@@ -18,9 +18,9 @@ from .position import LearnedPositionEmbedding, sincos_2d_encoding
 from .foreign import pair, load_into, rename, take, check_unused, hf_activation  # appendix L
 
 # %% auto #0
-__all__ = ['Pool', 'PosKind', 'patchify', 'unpatchify', 'PatchEmbedding', 'image_grid', 'patch_grid', 'resample_pos_emb', 'ViT',
-           'attention_maps', 'attention_rollout', 'vit_hf_options', 'hf_block', 'vit_hf_state_dict',
-           'vit_tiny_patch7_28', 'vit_small_patch4_28', 'vit_lite_patch4_32']
+__all__ = ['Pool', 'PosKind', 'Init', 'patchify', 'unpatchify', 'PatchEmbedding', 'image_grid', 'patch_grid', 'resample_pos_emb',
+           'ViT', 'attention_maps', 'attention_rollout', 'vit_hf_options', 'hf_block', 'vit_hf_state_dict',
+           'vit_d64_l4_patch7_28', 'vit_d192_l6_patch4_28', 'vit_lite_patch4_32']
 
 # %% ../nbs/10_vit.ipynb #b8e692ff
 def patchify(x:Tensor,        # (B, C, I_h, I_w) images
@@ -95,6 +95,7 @@ def resample_pos_emb(pos_emb:Tensor,          # (1, n_prefix + h·w, D) learned 
 # %% ../nbs/10_vit.ipynb #82b9944a
 Pool = Literal['cls', 'mean']
 PosKind = Literal['learned', 'sincos', 'none']
+Init = Literal['torch', 'timm']
 
 class ViT(nn.Module):
     "Vision Transformer: patch tokens, CLS token and positions, a pre-norm encoder, a linear head"
@@ -109,14 +110,17 @@ class ViT(nn.Module):
                  pool:Pool='cls',         # the head reads a CLS token ('cls') or the patches' mean
                  pos:PosKind='learned',   # position embedding
                  dropout:float=0.0,       # on the tokens, attention weights and residual branches
-                 norm_eps:float=1e-5,     # LayerNorm eps (Hugging Face: 1e-12)
+                 norm_eps:float=1e-5,     # LayerNorm eps (PyTorch's default; timm: 1e-6, HF: 1e-12)
                  activation:Activation='gelu', # MLP non-linearity: 'gelu', 'gelu_tanh' or 'relu'
+                 init:Init='torch',       # 'torch': PyTorch's default init; 'timm': timm's ViT init
                 ):
         super().__init__()
         if pool not in ('cls', 'mean'):
             raise ValueError(f"pool must be 'cls' or 'mean', got {pool!r}")
         if pos not in ('learned', 'sincos', 'none'):
             raise ValueError(f"pos must be 'learned', 'sincos' or 'none', got {pos!r}")
+        if init not in ('torch', 'timm'):
+            raise ValueError(f"init must be 'torch' or 'timm', got {init!r}")
         self.img_size, self.grid = image_grid(img_size, patch_size)       # (I_h, I_w), (h, w)
         self.patch_size, self.in_chans = patch_size, in_chans
         self.pool, self.pos, self.n_prefix = pool, pos, int(pool == 'cls')
@@ -131,6 +135,23 @@ class ViT(nn.Module):
         self.encoder = Encoder(d_model, n_heads, depth, d_mlp=round(mlp_ratio * d_model),
                                dropout=dropout, norm_eps=norm_eps, activation=activation)
         self.head = nn.Linear(d_model, n_classes)
+        if init == 'timm': self._init_timm()
+
+    def _init_timm(self):
+        "timm's init: std 0.02 for Linear weights and positions, 1e-6 for the CLS token, 0 biases"
+        with torch.no_grad():
+            if self.pos_emb is not None: nn.init.trunc_normal_(self.pos_emb.weight, std=0.02)
+            if self.cls_token is not None: nn.init.normal_(self.cls_token, std=1e-6)
+            for mod in self.modules():                  # the blocks' Linear layers and the head
+                if isinstance(mod, nn.Linear) and mod is not self.patch_embed.proj:
+                    nn.init.trunc_normal_(mod.weight, std=0.02)       # cut at ±2, as timm's is
+                    if mod.bias is not None: nn.init.zeros_(mod.bias)
+        # the patch embedding keeps PyTorch's init: timm's is a Conv2d, which its init skips
+
+    def no_weight_decay(self) -> set[str]:
+        "Parameter names (as `named_parameters` spells them) a recipe exempts from weight decay"
+        exempt = {'pos_emb.weight', 'cls_token'}                 # timm: {'pos_embed', 'cls_token'}
+        return {name for name, _ in self.named_parameters() if name in exempt}
 
     def _sincos(self, grid, d_model) -> Tensor: # (n_prefix + hw, D), zeros for the CLS
         return torch.cat([torch.zeros(self.n_prefix, d_model), sincos_2d_encoding(*grid, d_model)])
@@ -287,13 +308,13 @@ def vit_hf_state_dict(sd:dict[str, Tensor], # a `ViTForImageClassification`'s st
     return new
 
 # %% ../nbs/10_vit.ipynb #3b8d5da0
-def vit_tiny_patch7_28(n_classes:int=10, in_chans:int=1, **kw) -> ViT:
-    "A small ViT for 28×28 images (16 patches of 7×7), quick enough to train on a CPU in a minute"
+def vit_d64_l4_patch7_28(n_classes:int=10, in_chans:int=1, **kw) -> ViT:
+    "D 64, 4 blocks of 4 heads, MLP 128, for 28×28 images (16 patches of 7×7): a CPU trains it"
     return ViT(**{**dict(img_size=28, patch_size=7, in_chans=in_chans, n_classes=n_classes,
                          d_model=64, depth=4, n_heads=4, mlp_ratio=2.0), **kw})
 
-def vit_small_patch4_28(n_classes:int=10, in_chans:int=1, **kw) -> ViT:
-    "A ViT for 28×28 images (49 patches of 4×4), for GPU training on MNIST / Fashion-MNIST"
+def vit_d192_l6_patch4_28(n_classes:int=10, in_chans:int=1, **kw) -> ViT:
+    "D 192, 6 blocks of 6 heads, MLP 384, for 28×28 images (49 patches of 4×4), on a GPU"
     return ViT(**{**dict(img_size=28, patch_size=4, in_chans=in_chans, n_classes=n_classes,
                          d_model=192, depth=6, n_heads=6, mlp_ratio=2.0, dropout=0.1), **kw})
 
