@@ -1,0 +1,47 @@
+"""Where CI's time went: the split (install, quick pass, smoke pass, the rest of the tests, book) and the ten
+slowest pages of each pass, read from pytest's JUnit XML report.
+
+    python tools/ci_split.py REPORT.xml --install S --test S --book S
+
+`--install/--test/--book` are the wall-clock seconds `.ci/run` measured around `make install`, `make test`
+and `make book`. Inside `make test` the report gives each test's own time; when pytest runs tests side by
+side (`-n`), the passes overlap, so their sums add up to more than the wall time, and both are printed."""
+import argparse, collections, xml.etree.ElementTree as ET
+
+PASSES = {"tests.test_notebooks": "quick pass", "tests.test_colab": "smoke pass (Colab simulation)"}
+
+
+def read_report(path):
+    "[(pass name, test id, seconds)] for every test case in the JUnit XML at `path`"
+    rows = []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        cls, name = case.get("classname", ""), case.get("name", "")
+        module = cls if cls.startswith("tests.test_") else ".".join(cls.split(".")[:2])
+        rows.append((PASSES.get(module, "the rest"), f"{cls}::{name}", float(case.get("time") or 0)))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("report")
+    for k in ("install", "test", "book"): ap.add_argument(f"--{k}", type=float, default=float("nan"))
+    a = ap.parse_args()
+    rows = read_report(a.report)
+    by = collections.defaultdict(float)
+    for p, _, s in rows: by[p] += s
+    m = lambda s: f"{s / 60:5.1f} min"
+    print("== CI split (wall clock)")
+    print(f"   install            {m(a.install)}")
+    print(f"   make test          {m(a.test)}   (test time summed per pass below; passes run side by side)")
+    for p in ("quick pass", "smoke pass (Colab simulation)", "the rest"):
+        print(f"     {p:<32} {m(by[p])}")
+    print(f"   make book          {m(a.book)}")
+    print(f"   total              {m(a.install + a.test + a.book)}")
+    for p in ("quick pass", "smoke pass (Colab simulation)"):
+        print(f"== the ten slowest pages, {p}")
+        for _, name, s in sorted((r for r in rows if r[0] == p), key=lambda r: -r[2])[:10]:
+            print(f"   {s:6.1f} s  {name.split('[')[-1].rstrip(']')}")
+
+
+if __name__ == "__main__":
+    main()
