@@ -10,7 +10,8 @@ its own rows, in its order. This file holds the rest of the contract without run
 
 - every record parses and says where it came from: its page (the folder's name, a notebook that exists), the
   script in bench/ that wrote it, the command, whose arguments the script's own parser turns into exactly the
-  recorded ones, a full commit hash that exists in this repository, the date, the machine, the seeds;
+  recorded ones, a full commit hash that exists in this repository and a clean tree at that commit (so the
+  commit alone reproduces it), the date, the machine, the seeds;
 - its numbers are consistent with that command: one top-1 and one top-5 value per seed for every row, each a
   fraction with top-5 >= top-1, and the recorded steps per run equal to epochs x batches of the recorded data;
 - its page reads it (the record's path appears in a code cell of the page), and every record a page's code
@@ -56,6 +57,8 @@ def check_record(rec: dict, path=None):
     assert parsed == rec["args"], f"the command does not give the recorded arguments: {parsed} != {rec['args']}"
     assert re.fullmatch(r"[0-9a-f]{40}", rec["commit"] or ""), rec["commit"]
     assert isinstance(rec["dirty"], bool)
+    if path is not None:   # a record in the repository comes from a clean tree: its commit alone made it
+        assert not rec["dirty"], f"{path}: recorded from a tree with uncommitted changes; rerun it from a commit"
     assert {"cpu", "device", "torch"} <= rec["machine"].keys(), rec["machine"]
     seeds = rec["seeds"]
     assert len(seeds) == len(set(seeds)) >= 1, seeds

@@ -15,6 +15,10 @@ that is neither is refused; a token-mean objective that reports its weight gets 
 16 sequences from 8 x 2 accumulation, 2 ranks x 8 (shards or a sampler) and 2 ranks x 4 x 2, to 1e-6; the
 process group is left at exit.
 
+Also: a micro-batch without units (a first micro-batch of padding only, or a rank's whole share) adds
+nothing to the step, where an estimate of the step's weight from the first micro-batch divided 0 by 0; and
+`evaluate` with a DistributedSampler that pads the validation set counts every sample once.
+
 This file is also the script the torchrun workers run (see `_worker` at the bottom).
 """
 import atexit, json, os, socket, subprocess, sys
@@ -34,7 +38,7 @@ from txbook.distributed import rank_world, shard
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 from txbook.optim import warmup_cosine
-from txbook.train import fit
+from txbook.train import evaluate, fit
 from txbook.vit import ViT
 from txbook.poslabels import APLHead, PositionLabelViT
 
@@ -142,6 +146,23 @@ def token_mean(model, batch):
     return loss, {}, (y != PAD).sum()
 
 
+def token_sum_mean(model, batch):
+    "Cross-entropy summed over the real target tokens, over max(n, 1): 0 (not NaN) for padding only"
+    x, y = batch
+    logits = model(x)
+    real = (y != PAD).flatten()
+    n = real.sum()
+    losses = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction='none')
+    return (losses * real).sum() / n.clamp(min=1), {}, n
+
+
+def empty_first_data():
+    "token_data with its first 8 rows all padding: a first micro-batch (or rank 0's shard) of 8 has no token"
+    x, y = token_data()
+    y[:8] = PAD
+    return x, y
+
+
 def token_mean_unweighted(model, batch):
     "The same loss without its weight: fit then weights it by rows, the bug of issue 36"
     return token_mean(model, batch)[0]
@@ -152,29 +173,33 @@ def token_net() -> nn.Module:
     return nn.Sequential(nn.Embedding(11, 8), nn.Linear(8, 11))
 
 
-def first_grads(make_loader, *, accum_steps: int = 1, objective=token_mean) -> dict:
-    "The gradient `fit` hands AdamW at its first step (no clipping), by parameter name"
+def first_grads(make_loader, *, accum_steps: int = 1, objective=token_mean, hist=None) -> dict:
+    "The gradient `fit` hands AdamW at its first step (no clipping), by parameter name; `hist` gets fit's"
     net, got = token_net(), {}
     def grab(opt, args, kwargs):
         if not got: got.update({n: p.grad.clone() for n, p in net.named_parameters()})
     handle = register_optimizer_step_pre_hook(grab)
     try:
-        fit(net, make_loader(), epochs=1, lr=LR, warmup=0, device='cpu', progress=False, verbose=False,
-            objective=objective, accum_steps=accum_steps, grad_clip=None, max_steps=1)
+        h = fit(net, make_loader(), epochs=1, lr=LR, warmup=0, device='cpu', progress=False, verbose=False,
+                objective=objective, accum_steps=accum_steps, grad_clip=None, max_steps=1)
     finally:
         handle.remove()
+    if hist is not None: hist.update(h)
     return got
 
 
 def token_loaders():
-    "name -> (loader maker, accum_steps), for the runs of the two processes"
-    data = token_data()
+    "name -> (loader maker, accum_steps, objective), for the runs of the two processes"
+    data, empty = token_data(), empty_first_data()
     def sampled():
         sampler = DistributedSampler(TensorDataset(*data), shuffle=False)
         return DataLoader(sampler.dataset, batch_size=8, sampler=sampler)
-    return {'shards_2x8': (lambda: TensorLoader(*data, batch_size=16), 1),
-            'sampler_2x8': (sampled, 1),
-            'shards_2x4x2': (lambda: TensorLoader(*data, batch_size=8), 2)}
+    return {'shards_2x8': (lambda: TensorLoader(*data, batch_size=16), 1, token_mean),
+            'sampler_2x8': (sampled, 1, token_mean),
+            'shards_2x4x2': (lambda: TensorLoader(*data, batch_size=8), 2, token_mean),
+            # rank 0's shard holds no token; then both ranks' first micro-batches hold none
+            'empty_2x8': (lambda: TensorLoader(*empty, batch_size=16), 1, token_sum_mean),
+            'empty_2x4x2': (lambda: TensorLoader(*empty, batch_size=8), 2, token_sum_mean)}
 
 
 def free_port() -> int:
@@ -397,14 +422,35 @@ def test_token_weights_in_one_process():
     for n in whole: assert torch.equal(old[n], whole[n])   # one batch: the weight changes nothing
 
 
+def test_empty_first_micro_batch():
+    "A first micro-batch with no token adds nothing (no 0/0): 8 x 2 and 4 x 4 equal one batch of 16"
+    whole = first_grads(lambda: TensorLoader(*empty_first_data(), batch_size=16), objective=token_sum_mean)
+    x, y = empty_first_data()                             # the gradient, by hand: rows 8 to 15 only
+    ref = token_net()
+    F.cross_entropy(ref(x[8:]).flatten(0, 1), y[8:].flatten(), ignore_index=PAD).backward()
+    for n, p in ref.named_parameters(): torch.testing.assert_close(whole[n], p.grad, atol=1e-6, rtol=0)
+    for batch_size, accum_steps in ((8, 2), (4, 4)):
+        hist = {}
+        accum = first_grads(lambda: TensorLoader(*empty_first_data(), batch_size=batch_size),
+                            accum_steps=accum_steps, objective=token_sum_mean, hist=hist)
+        for n in whole:
+            assert torch.isfinite(accum[n]).all(), (batch_size, n)
+            torch.testing.assert_close(accum[n], whole[n], atol=1e-6, rtol=0, msg=n)
+        with torch.no_grad(): expected = token_sum_mean(token_net(), (x, y))[0].item()
+        assert abs(hist['loss'][0] - expected) < 1e-6, (hist['loss'], expected)
+    with pytest.raises(ValueError, match='weights add up to 0'):     # a step without any unit
+        first_grads(lambda: TensorLoader(x[:8], y[:8], batch_size=4), accum_steps=2, objective=token_sum_mean)
+
+
 def test_token_weights_under_torchrun(two_procs):
     "2 ranks x 8 (shards of a global batch, or a DistributedSampler) and 2 ranks x 4 x 2 = one batch of 16"
     out, _ = two_procs
     whole = first_grads(lambda: TensorLoader(*token_data(), batch_size=16))
+    whole_empty = first_grads(lambda: TensorLoader(*empty_first_data(), batch_size=16), objective=token_sum_mean)
     for r in range(2):
         w = load_file(out / f'rank{r}.safetensors')
         for name in token_loaders():
-            for n, g in whole.items():
+            for n, g in (whole_empty if name.startswith('empty') else whole).items():
                 torch.testing.assert_close(w[f'grad.{name}.{n}'], g, atol=1e-6, rtol=0, msg=f'{r} {name} {n}')
 
 
@@ -432,6 +478,29 @@ def test_sampler_with_split_batches_refused():
     with pytest.raises(ValueError, match='draws from a DistributedSampler'):
         fit(make_net(), dl, epochs=1, device='cpu', split_batches=True, progress=False, verbose=False,
             objective=recording(lambda: 0, []))
+
+
+def eval_data():
+    "13 validation rows: a DistributedSampler on 2 ranks pads them to 14 by repeating one"
+    g = torch.Generator().manual_seed(6)
+    return torch.randn(13, 6, generator=g), torch.randint(0, 3, (13,), generator=g)
+
+
+def test_evaluate_drops_sampler_padding(two_procs):
+    "evaluate with a DistributedSampler (13 rows, 2 ranks, one repeated) gives the 13 rows' metrics"
+    out, _ = two_procs
+    x, y = eval_data()
+    whole = evaluate(make_net(), TensorLoader(x, y, batch_size=5), device='cpu')
+    padded = []                                          # what counting the repeated row gives
+    for r in range(2):
+        sampler = DistributedSampler(TensorDataset(x, y), num_replicas=2, rank=r, shuffle=True, seed=5)
+        padded += list(sampler)
+    assert len(padded) == 14 and len(set(padded)) == 13
+    counted = evaluate(make_net(), TensorLoader(x[padded], y[padded], batch_size=5), device='cpu')
+    assert abs(counted['loss'] - whole['loss']) > 1e-4     # the padding would show
+    for r in range(2):
+        got = json.loads((out / f'rank{r}.json').read_text())['eval_sampler']
+        for key in whole: assert abs(got[key] - whole[key]) < 1e-6, (r, key, got, whole)
 
 
 def test_process_group_left_at_exit(two_procs):
@@ -472,9 +541,12 @@ def _worker(out: Path):
     except ValueError as e: res['last_error'] = str(e)
     res['last_error_moved'] = sum(not torch.equal(a, b) for a, b in zip(w0, net.parameters()))
     res['seen'] = {mode: seen_run(mode) for mode in ('split', 'sampler')}
-    for name, (make, accum_steps) in token_loaders().items():
-        grads = first_grads(make, accum_steps=accum_steps)
+    for name, (make, accum_steps, objective) in token_loaders().items():
+        grads = first_grads(make, accum_steps=accum_steps, objective=objective)
         tensors |= {f'grad.{name}.{n}': g for n, g in grads.items()}
+    ds = TensorDataset(*eval_data())
+    sampler = DistributedSampler(ds, shuffle=True, seed=5)
+    res['eval_sampler'] = evaluate(make_net(), DataLoader(ds, batch_size=4, sampler=sampler), device='cpu')
     res['errors'] = {}
     x, y, idx = seen_data(N_SEEN)
     for name, dl, split in (('seed_per_rank', TensorLoader(x, y, idx, batch_size=8, shuffle=True, seed=2 + rank), None),

@@ -217,6 +217,35 @@ def test_torch_floor_is_the_newest_feature_used():
     assert _version(torch_floor("3.10")) >= (2, 5)   # Python 3.10-3.12 share the general floor
 
 
+def hf_torch_floor() -> str:
+    "The torch floor an install of the hf extra declares: the extra's own, or the package's if higher"
+    from packaging.requirements import Requirement
+    extra = [s.version for r in map(Requirement, PYPROJECT["project"]["optional-dependencies"]["hf"])
+             if r.name == "torch" for s in r.specifier if s.operator == ">="]
+    return max(extra + [torch_floor("3.11")], key=_version)
+
+
+def transformers_torch_need(import_utils: str) -> str:
+    "The torch release below which a transformers release switches PyTorch off, read from its import_utils.py"
+    m = re.search(r'def is_torch_available\(\).*?version\.parse\(torch_version\) >= version\.parse\("([\d.]+)"\)',
+                  import_utils, re.S)
+    assert m, "is_torch_available() no longer compares torch_version with a constant: update this test"
+    return m.group(1)
+
+
+def test_hf_extra_keeps_pytorch_on():
+    "pip install txbook[hf] takes the newest transformers: the torch it declares must be one that keeps PyTorch on"
+    import transformers
+    from packaging.version import Version
+    source = (Path(transformers.__file__).parent / "utils" / "import_utils.py").read_text()
+    need = transformers_torch_need(source)
+    assert Version(hf_torch_floor()) >= Version(need), (
+        f"transformers {transformers.__version__} switches PyTorch off below torch {need}, but the hf extra lets "
+        f"pip pair it with torch>={hf_torch_floor()}")
+    sample = 'def is_torch_available() -> bool:\n    return is_available and version.parse(torch_version) >= version.parse("2.4.0")'
+    assert transformers_torch_need(sample) == "2.4.0"          # the reading itself (transformers 5.9's text)
+
+
 def test_floors_agree_and_the_readme_names_them():
     "The dev extra asks for the hf extra's transformers; the README states the floors and what is tested"
     dev = [r for r in PYPROJECT["project"]["optional-dependencies"]["dev"] if r.startswith("transformers")]
@@ -226,7 +255,7 @@ def test_floors_agree_and_the_readme_names_them():
     said = re.search(r"Tested versions[^\n]*\n(?:[^\n]+\n)*", readme)
     assert said, "README.md has no 'Tested versions' paragraph"
     text = said.group(0)
-    for name, v in [("torch", torch_floor("3.11")), ("torch", torch_floor("3.13")),
+    for name, v in [("torch", torch_floor("3.11")), ("torch", torch_floor("3.13")), ("torch", hf_torch_floor()),
                     ("transformers", floors()["transformers"])]:
         assert f"`{name}>={v}`" in text, f"the README does not state the floor {name}>={v}"
     for name, v in COLAB.items():
@@ -259,6 +288,15 @@ def test_the_floors_are_what_the_venv_holds(floor_venv):
     got = json.loads(_run(py, "-c", code, *pins).stdout)
     from packaging.version import Version
     assert {n: Version(v) for n, v in got.items()} == {n: Version(v) for n, v in pins.items()}, got
+
+
+def test_floor_transformers_keeps_pytorch_on(floor_venv):
+    "The floor transformers, beside the hf extra's torch floor, keeps PyTorch on"
+    py, pins = floor_venv
+    from packaging.version import Version
+    where = _run(py, "-c", "import transformers.utils.import_utils as m; print(m.__file__)").stdout.strip()
+    need = transformers_torch_need(Path(where).read_text())
+    assert Version(hf_torch_floor()) >= Version(need), (pins, need)
 
 
 def _env(tmp):

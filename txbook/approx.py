@@ -154,6 +154,9 @@ def local_attention(q:Tensor,   # (..., N, Dh) queries
     if not (isinstance(window, int) and window >= 1):
         raise ValueError(f"window must be an integer >= 1, got {window}")
     N, w = q.shape[-2], window
+    if k.shape[-2] != N or v.shape[-2] != N:              # a window slides along one sequence
+        raise ValueError(f"local_attention is self-attention: it needs as many keys and values as "
+                         f"queries, got N={N} queries, {k.shape[-2]} keys, {v.shape[-2]} values")
     pad = -N % w                                                   # tokens to fill the last chunk
     q, k, v = (F.pad(t, (0, 0, 0, pad)).unflatten(-2, (-1, w)) for t in (q, k, v))  # (.., C, w, ·)
     shifts = (1, 0) if causal else (1, 0, -1)                      # previous, own (, next) chunk
@@ -194,22 +197,27 @@ class EfficientAttention(MultiHeadAttention):
     def __init__(self, d_model:int, n_heads:int, *,
                  method:Method='full',
                  block_size:int=64,         # blockwise: keys per block
-                 n_features:int=64,         # performer: m random features per head width
-                 window:int=64,             # window: keys each query sees
+                 n_features:int=64,         # performer: m, rows of the (m, Dh) features, one set
+                                            # shared by all heads
+                 window:int=64,             # window: w; a query sees itself and the w - 1 keys
+                                            # before it (causal), or w - 1 on each side (2w - 1)
                  seq_len:int|None=None,     # linformer: N, the length E and F are built for
                  k:int=64,                  # linformer: rows of E and F
                  bias:bool=True, scale:float|None=None,
                  dropout:float=0.0,         # attention dropout: method 'full' only
-                 rope=None):                # `rope(t, offset)` rotates q and k (GPT(pos='rope'))
+                 rope=None,                 # `rope(t, offset)` rotates q and k (GPT(pos='rope'))
+                 seed:int=0):               # seeds the draws of the features and of E, F (their own
+                                            # generator: PyTorch's global one is left alone)
         check_method(method, dropout=dropout)
         super().__init__(d_model, n_heads, bias=bias, scale=scale, dropout=dropout, rope=rope)
         self.method, self.block_size, self.window = method, block_size, window
         Dh = d_model // n_heads
+        own = torch.Generator().manual_seed(seed)  # the method's own random draws
         if method == 'performer':                  # redrawn by `redraw_features` if asked
-            self.register_buffer('features', random_features(n_features, Dh))
+            self.register_buffer('features', random_features(n_features, Dh, generator=own))
         if method == 'linformer':
             if seq_len is None: raise ValueError("linformer needs seq_len, the N of E and F")
-            E, F_ = linformer_projections(seq_len, k)
+            E, F_ = linformer_projections(seq_len, k, generator=own)
             self.E, self.F = nn.Parameter(E), nn.Parameter(F_)
         if method == 'window': window_mask(1, window)         # checks the window
 
@@ -252,13 +260,23 @@ class EfficientAttention(MultiHeadAttention):
         return self.merge(self.attend(q, k, v, is_causal))
 
 # %% ../nbs/19_approx.ipynb #962c662b
-def swap_attention(model:nn.Module, **kw) -> nn.Module:
-    "Replace the `attn` of every block in `model.blocks` by an `EfficientAttention(**kw)`"
-    for blk in model.blocks:
+def swap_attention(model:nn.Module,         # a model whose `blocks` each hold an `attn`
+                   *, method:Method,         # as `EfficientAttention`'s, for every block
+                   block_size:int=64, n_features:int=64, window:int=64,
+                   seq_len:int|None=None, k:int=64,
+                   seed:int=0,               # block i draws its features (or E, F) with seed + i
+                  ) -> nn.Module:            # `model`, its blocks' attention replaced in place
+    "Replace the `attn` of every block in `model.blocks` by an `EfficientAttention`, same weights"
+    for i, blk in enumerate(model.blocks):
         old = blk.attn
-        new = EfficientAttention(old.d_model, old.n_heads, bias=old.to_qkv.bias is not None,
-                                 scale=old.scale, dropout=old.dropout, rope=old.rope,
-                                 **kw).to(old.to_qkv.weight.device)
-        new.load_state_dict(old.state_dict(), strict=False)        # same q, k, v, out weights
+        new = EfficientAttention(old.d_model, old.n_heads, method=method, block_size=block_size,
+                                 n_features=n_features, window=window, seq_len=seq_len, k=k,
+                                 bias=old.to_qkv.bias is not None, scale=old.scale,
+                                 dropout=old.dropout, rope=old.rope, seed=seed + i)
+        new = new.to(old.to_qkv.weight.device)
+        missing, unexpected = new.load_state_dict(old.state_dict(), strict=False)
+        if unexpected or set(missing) - {'features', 'E', 'F'}:   # only the method's own draws
+            raise ValueError(f"block {i}: {type(old).__name__}'s weights do not fit "
+                             f"EfficientAttention: missing {missing}, unexpected {unexpected}")
         blk.attn = new
     return model

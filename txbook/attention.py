@@ -50,11 +50,11 @@ def check_qkv(q:Tensor,           # (..., N, Dh) queries
         raise ValueError(f"k and v must have the same leading dims and number of tokens M: "
                          f"k {_shape(k)} vs v {_shape(v)}")
 
-def kv_groups(q:Tensor, # (..., H_q, N, Dh) queries
-              k:Tensor, # (..., H_kv, M, Dh) keys: H_kv = H_q, 1, or a divisor of H_q
+def kv_groups(q:Tensor, # (B, H_q, N, Dh) queries (4-D or more: dim -3 is the heads)
+              k:Tensor, # (B, H_kv, M, Dh) keys: H_kv = H_q, 1, or a divisor of H_q
              ) -> int:  # query heads per key head: H_q / H_kv, or 1
     "How many query heads share one key head (grouped-query attention); a ValueError if none fits"
-    if q.ndim < 3 or k.ndim < 3: return 1
+    if q.ndim < 4 or k.ndim < 4: return 1         # (B, N, Dh): dim -3 is the batch, not heads
     hq, hk = q.shape[-3], k.shape[-3]
     if hq == hk or hk == 1: return 1
     if hq % hk:

@@ -6,7 +6,7 @@ Docs: https://txbook.github.io/txbook/nbs/blocks.html.md"""
 
 # %% ../nbs/03_blocks.ipynb #813a0a99
 from __future__ import annotations
-from typing import Literal
+from typing import Callable, Literal
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
@@ -33,7 +33,7 @@ class MLP(nn.Module):
                  *,
                  activation:Activation='gelu', # 'gelu', 'gelu_tanh' (GPT-2's "gelu_new"), 'relu'
                  dropout:float=0.0,          # after the activation and on the output (as timm)
-                 bias:bool=True,
+                 bias:bool=True,             # biases in fc1 and fc2
                 ):
         super().__init__()
         self.fc1, self.act = nn.Linear(d_model, d_mlp, bias=bias), _act(activation)
@@ -59,12 +59,13 @@ class LayerNorm(nn.Module):
         return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)
 
 # %% ../nbs/03_blocks.ipynb #ad093429
-def _first_rows(mask, n_out, N, is_causal, cache):
+def _first_rows(mask, n_out, N, is_causal, cache, rope):
     "The rows of `mask` that the first `n_out` queries read (for `TransformerBlock(n_out=...)`)"
-    if is_causal or cache is not None:
-        given = f"is_causal={is_causal}" + (", a cache" if cache is not None else "")
-        raise ValueError(f"n_out works without is_causal and cache (it is for encoders); "
-                         f"got n_out={n_out} with {given}")
+    if is_causal or cache is not None or rope is not None:
+        given = (f"is_causal={is_causal}" + (", a cache" if cache is not None else "")
+                 + (", a rope" if rope is not None else ""))
+        raise ValueError(f"n_out works without is_causal, cache and rope (it is for encoders "
+                         f"with absolute positions); got n_out={n_out} with {given}")
     if not 0 < n_out <= N:
         raise ValueError(f"n_out must be in 1..N = {N}; got {n_out}")
     if mask is None or mask.ndim < 2 or mask.shape[-2] == 1: return mask
@@ -80,11 +81,11 @@ class TransformerBlock(nn.Module):
                  d_mlp:int|None=None,              # D_mlp, MLP hidden width (default 4D)
                  dropout:float=0.0,                # on attention weights and each residual branch
                  norm_first:bool=True,             # pre-norm (True) or post-norm (Vaswani et al.)
-                 activation:Activation='gelu',
-                 bias:bool=True,
+                 activation:Activation='gelu', # the MLP's: 'gelu', 'gelu_tanh' or 'relu'
+                 bias:bool=True,                   # biases in the attention's and MLP's Linears
                  norm_eps:float=1e-5,              # LayerNorm eps (Hugging Face ViT uses 1e-12)
                  attn_scale:float|None=None,       # attention logit scale (None: 1/√Dh)
-                 rope=None,                        # `rope(t, offset)` for the attention (ch. 04)
+                 rope:Callable[[Tensor, int], Tensor]|None=None, # rotates q, k (chapter 4)
                 ):
         super().__init__()
         self.norm_first = norm_first
@@ -111,7 +112,7 @@ class TransformerBlock(nn.Module):
         if n_out is None:
             a = self.attn(h, **kw)                                      # (B, N, D)
         else:                   # queries from the first n_out tokens, keys and values from all
-            kw['mask'] = _first_rows(mask, n_out, x.shape[1], is_causal, cache)
+            kw['mask'] = _first_rows(mask, n_out, x.shape[1], is_causal, cache, self.attn.rope)
             a = self.attn(h[:, :n_out], h, **kw)                        # (B, n_out, D)
             x = x[:, :n_out]
         if self.norm_first:
@@ -159,11 +160,11 @@ class Encoder(nn.Module):
                  d_mlp:int|None=None,              # D_mlp of every block (default 4D)
                  dropout:float=0.0,                # on attention weights and each residual branch
                  norm_first:bool=True,             # pre-norm (True) or post-norm blocks
-                 activation:Activation='gelu',
-                 bias:bool=True,
+                 activation:Activation='gelu', # the MLPs': 'gelu', 'gelu_tanh' or 'relu'
+                 bias:bool=True,                   # biases in the attentions' and MLPs' Linears
                  norm_eps:float=1e-5,              # eps of every LayerNorm, the final one too
                  attn_scale:float|None=None,       # attention logit scale (None: 1/√Dh)
-                 rope=None,                        # `rope(t, offset)` for every attention (ch. 04)
+                 rope:Callable[[Tensor, int], Tensor]|None=None, # for every attention (ch. 4)
                 ):
         super().__init__()
         self.blocks = nn.ModuleList([
@@ -204,8 +205,8 @@ class DecoderBlock(nn.Module):
                  d_mlp:int|None=None,              # D_mlp, MLP hidden width (default 4D)
                  dropout:float=0.0,                # on attention weights and each residual branch
                  norm_first:bool=True,             # pre-norm (True) or post-norm (Vaswani et al.)
-                 activation:Activation='gelu',
-                 bias:bool=True,
+                 activation:Activation='gelu', # the MLP's: 'gelu', 'gelu_tanh' or 'relu'
+                 bias:bool=True,                   # biases in the attentions' and MLP's Linears
                  norm_eps:float=1e-5,              # LayerNorm eps
                 ):
         super().__init__()
@@ -261,8 +262,8 @@ class Decoder(nn.Module):
                  d_mlp:int|None=None,              # D_mlp of every block (default 4D)
                  dropout:float=0.0,                # on attention weights and each residual branch
                  norm_first:bool=True,             # pre-norm (True) or post-norm blocks
-                 activation:Activation='gelu',
-                 bias:bool=True,
+                 activation:Activation='gelu', # the MLPs': 'gelu', 'gelu_tanh' or 'relu'
+                 bias:bool=True,                   # biases in the attentions' and MLPs' Linears
                  norm_eps:float=1e-5,              # eps of every LayerNorm, the final one too
                 ):
         super().__init__()

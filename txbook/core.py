@@ -8,6 +8,7 @@ Docs: https://txbook.github.io/txbook/nbs/a_core.html.md"""
 from __future__ import annotations
 
 import os, random
+from typing import Any
 import numpy as np
 import torch
 
@@ -59,10 +60,10 @@ def is_quick() -> bool:
     "True when chapters should use their small CPU sizes"
     return size() == 'quick'
 
-def sized(quick, # the value at quick size (CPU, tests)
-          full,  # the value at full size (GPU); also at smoke size unless `smoke` is given
-          smoke=None, # a budget's cut value at smoke size (steps, epochs, seeds, images)
-         ):
+def sized(quick:Any,           # the value at quick size (CPU, tests): a number, a list, a config
+          full:Any,            # the value at full size (GPU); at smoke size too, unless `smoke`
+          smoke:Any|None=None, # a budget's cut value at smoke size (steps, epochs, seeds, images)
+         ) -> Any:             # one of the three, returned as given
     "Pick `quick`, `full` or (at smoke size, when given) `smoke` according to `size()`"
     s = size()
     if s == 'quick': return quick

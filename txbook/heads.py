@@ -41,6 +41,9 @@ class SequenceClassifier(nn.Module):
 
     def forward_features(self, x:Tensor) -> Tensor: # (B, N, d_in) -> (B, D), the vector h
         "The vector the head reads: the final CLS token, or the mean of the final tokens"
+        if x.ndim != 3 or x.shape[-1] != self.embed.in_features:   # shapes only: one graph
+            raise ValueError(f"x must be (B, N, d_in={self.embed.in_features}), "
+                             f"got shape {tuple(x.shape)}")
         x = self.embed(x)                                                    # (B, N, D)
         if self.pool == 'cls':
             x = torch.cat([self.cls_token.expand(len(x), -1, -1), x], 1)      # (B, 1 + N, D)

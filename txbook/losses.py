@@ -32,11 +32,11 @@ __all__ = ['classification_loss', 'accuracy', 'lm_loss', 'classification_objecti
 
 # %% ../nbs/f_losses.ipynb #adb14290
 def classification_objective(model:nn.Module,             # called as model(x) -> (B, ..., K) logits
-                             batch:tuple[Tensor, Tensor], # (x, y): inputs, integer targets
+                             batch:tuple[Tensor, Tensor], # (x, y): inputs, targets (each counts)
                              *, label_smoothing:float=0.0, # ε
-                            ) -> tuple[Tensor, dict[str, float]]:   # the loss, {'acc': accuracy}
-    "`fit`'s default objective: `classification_loss` of `model(x)` against `y`, and the accuracy"
+                            ) -> tuple[Tensor, dict[str, Tensor], int]: # loss, {'acc': ...}, weight
+    "`fit`'s default objective: `classification_loss` of `model(x)` and `y`, accuracy, `y.numel()`"
     x, y = batch
     logits = model(x)
     loss = classification_loss(logits, y, label_smoothing=label_smoothing)
-    return loss, {'acc': accuracy(logits, y)}
+    return loss, {'acc': accuracy(logits, y)}, y.numel()   # the loss is a mean over y's positions

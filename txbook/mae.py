@@ -142,9 +142,12 @@ class MAE(nn.Module):
         z = self.encoder.encoder(tokens)                                # blocks + final norm
         return self.apl.loss(self.apl(z), ids_hidden)
 
-    def forward(self, x:Tensor, **masking) -> MAEOutput:   # images; `reconstruct`'s options
+    def forward(self, x:Tensor,                      # (B, C, I_h, I_w) images
+                *, mask_ratio:float|None=None,       # default: self.mask_ratio
+                generator:torch.Generator|None=None, # for reproducible masks (on the CPU)
+               ) -> MAEOutput:
         "The loss on the hidden patches, plus λ times the position loss with an APL head"
-        pred, target, m = self.reconstruct(x, **masking)
+        pred, target, m = self.reconstruct(x, mask_ratio=mask_ratio, generator=generator)
         rec = self.recon_loss(pred, target, m.mask)
         pos = rec.new_zeros(())
         if self.apl is not None and m.n_keep < pred.shape[1]:

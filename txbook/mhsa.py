@@ -10,7 +10,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
-from .attention import attention, attention_weights
+from .attention import attention, attention_weights, check_mask
 
 # %% auto #0
 __all__ = ['check_tokens', 'KVCache', 'MultiHeadAttention', 'mha_from_torch', 'mha_to_torch']
@@ -67,16 +67,25 @@ def _rotate_and_cache(q:Tensor,      # (B, H, N, Dh) this call's queries
                       *,
                       rope:Callable[[Tensor, int], Tensor]|None, # `rope(t, offset)`, or None
                       cache:KVCache|None,     # the keys and values of earlier calls, or None
-                      context:Tensor|None,    # cross-attention's context (refused with a cache)
+                      context:Tensor|None,    # cross-attention's context (refused with a cache
+                                              # and with a rope)
+                      mask:Tensor|None,       # the call's mask, checked before the cache grows
                      ) -> tuple[Tensor, Tensor, Tensor, int]: # q; k, v after the cached
                                                               # ones (B, H, T+M, ·); T
-    "Rotate q and k at positions T.. (T = positions cached), then append k and v to the cache"
+    "Check, rotate q and k at positions T.. (T = positions cached), append k and v to the cache"
     if cache is not None and context is not None:
         raise ValueError(f"cache is for self-attention; got a context of shape "
                          f"{tuple(context.shape)} with a cache of {len(cache)} positions. "
                          "Cross-attention's keys and values come from `context`: "
                          "recompute them or keep them yourself")
+    if rope is not None and context is not None:
+        raise ValueError(f"rope rotates queries and keys by their positions in one sequence; got a "
+                         f"context of shape {tuple(context.shape)}, whose keys sit in another. "
+                         "Use a module without rope for cross-attention")
     T = 0 if cache is None else len(cache)                      # positions before this call
+    if cache is not None and mask is not None:                  # check first: a refused call
+        B, H, M, Dh = k.shape                                   # leaves the cache as it was
+        check_mask(q, k[..., :1, :].expand(B, H, T + M, Dh), mask)   # (B, H, T+M, Dh) view
     if rope is not None:
         q, k = rope(q, T), rope(k, T)                           # absolute positions T..T+N-1
     if cache is not None: k, v = cache.append(k, v)             # (B, H, T+N, Dh)
@@ -93,6 +102,7 @@ class MultiHeadAttention(nn.Module):
                  scale:float|None=None, # logit scale; None = 1/√Dh (GPT-2 options change it)
                  rope:Callable[[Tensor, int], Tensor]|None=None, # `rope(t, offset)` rotates q, k
                                     # (B, H, N, Dh) at positions offset.. (chapter 4's RoPE)
+                 fused:bool=True,   # False: the teaching path (an attribute, switchable later)
                 ):
         super().__init__()
         if d_model % n_heads:
@@ -100,8 +110,7 @@ class MultiHeadAttention(nn.Module):
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.to_qkv = nn.Linear(d_model, 3 * d_model, bias=bias)  # rows q | k | v (in_proj_weight)
         self.to_out = nn.Linear(d_model, d_model, bias=bias)      # W_O
-        self.dropout, self.scale, self.rope = dropout, scale, rope
-        self.fused = True                       # False selects the explicit teaching path
+        self.dropout, self.scale, self.rope, self.fused = dropout, scale, rope, fused
 
     def project(self, x:Tensor,            # (B, N, D) the sequence that asks (queries)
                 context:Tensor|None=None,  # (B, M, D) the sequence that answers; default `x`
@@ -136,7 +145,8 @@ class MultiHeadAttention(nn.Module):
                ):                              # (B, N, D), or ((B, N, D), (B, H, N, M))
         "Project to heads, (rotate,) append to the cache, attend in every head at once, merge"
         q, k, v = self.project(x, context)                      # (B, H, N|M, Dh)
-        q, k, v, T = _rotate_and_cache(q, k, v, rope=self.rope, cache=cache, context=context)
+        q, k, v, T = _rotate_and_cache(q, k, v, rope=self.rope, cache=cache, context=context,
+                                       mask=mask)
         p = self.dropout if self.training else 0.0
         kw = dict(is_causal=is_causal, offset=T, scale=self.scale)   # the mask goes through
         if not return_weights:

@@ -35,16 +35,17 @@ def warmup_inverse_sqrt(step:int,        # t, the optimiser step (from 0): s = t
     return d_model ** -0.5 * min(s ** -0.5, s * warmup ** -1.5)
 
 # %% ../nbs/g_optim.ipynb #95d33a0f
+import fnmatch
+
 def no_decay_names(model:nn.Module) -> set[str]:
     "Names of the parameters `model` and its submodules keep from decay (`no_weight_decay()`)"
+    known = [n for n, _ in model.named_parameters(remove_duplicate=False)]
     names = set()
     for prefix, module in model.named_modules():
-        if callable(getattr(module, 'no_weight_decay', None)):
-            names |= {f'{prefix}.{n}' if prefix else n for n in module.no_weight_decay()}
-    known = dict(model.named_parameters(remove_duplicate=False))
-    if unknown := sorted(names - set(known)):
-        raise ValueError(f"no_weight_decay() names {unknown}, which are not parameters of "
-                         f"{type(model).__name__}")
+        if not callable(getattr(module, 'no_weight_decay', None)): continue
+        for pattern in module.no_weight_decay():          # a name or a pattern, as timm reads it
+            full = f'{prefix}.{pattern}' if prefix else pattern
+            names |= {n for n in known if fnmatch.fnmatchcase(n, full)}   # none: ignored
     return names
 
 def make_optimizer(model:nn.Module, *, lr:float, weight_decay:float=0.05,

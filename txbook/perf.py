@@ -79,15 +79,22 @@ def _allocations(prof) -> list[tuple[int, int]]: # (time in ns, bytes: + allocat
             found.append((node.start_time_ns, node.extra_fields.alloc_size))
     return sorted(found)
 
-def peak_memory(fn) -> tuple[object, int]: # fn's result, and the peak bytes it allocated
-    "Run `fn()`; the most tensor memory it held at once beyond what existed before (bytes)"
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
+def peak_memory(fn:Callable[[], object],         # what to measure, called with no arguments
+                *, device:str|torch.device='cpu', # where fn allocates: 'cpu', or a CUDA device
+               ) -> tuple[object, int]:           # fn's result, and the peak bytes it allocated
+    "Run `fn()`; the most tensor memory it held at once on `device` beyond what existed before"
+    device = torch.device(device)
+    if device.type == 'cuda':                      # CUDA's own counter, of that device
+        if not torch.cuda.is_available():
+            raise ValueError(f"peak_memory(device={str(device)!r}): CUDA is not available here")
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
         out = fn()
-        torch.cuda.synchronize()
-        return out, torch.cuda.max_memory_allocated() - base
+        torch.cuda.synchronize(device)
+        return out, torch.cuda.max_memory_allocated(device) - base
+    if device.type != 'cpu':
+        raise ValueError(f"peak_memory measures device 'cpu' or 'cuda', got {str(device)!r}")
     out, prof = _profile_memory(fn)
     now = peak = 0
     for _, size in _allocations(prof):    # the allocator's running total, event by event

@@ -58,7 +58,7 @@ def sincos_2d_encoding(h:int,              # grid height (rows)
                        *,
                        base:float=10000.0,
                       ) -> Tensor:         # (h*w, D), grid cells in row-major order
-    "2-D sin-cos encoding (MoCo v3, MAE): first D/2 features encode the row, last D/2 the column"
+    "2-D sin-cos encoding, the book's layout: first D/2 features encode the row, last D/2 the col"
     if d % 4: raise ValueError(f"sincos_2d_encoding needs a width d divisible by 4, got d={d}")
     rows = sinusoidal_encoding(h, d // 2, base=base)        # (h, D/2)
     cols = sinusoidal_encoding(w, d // 2, base=base)        # (w, D/2)

@@ -1,4 +1,4 @@
-"""The encoder and decoder joined into a sequence-to-sequence model: greedy decoding as fairseq and Hugging Face do it, digit strings reversed against a recurrent baseline with and without attention, padding masks and an end token for strings of different lengths, and the price of teacher forcing.
+"""The encoder and decoder joined into a sequence-to-sequence model: greedy decoding with fairseq's and Hugging Face's safeguards, all on by default, digit strings reversed against a recurrent baseline with and without attention, padding masks and an end token for strings of different lengths, and the price of teacher forcing.
 
 Docs: https://txbook.github.io/txbook/nbs/seq2seq.html.md"""
 
@@ -50,11 +50,17 @@ def mask_special(logits:Tensor,          # (B, V) next-token logits
                  last:bool=False,        # at the length limit: EOS is the only choice left
                 ) -> Tensor:             # (B, V), −inf where a token may not come next
     "The logits with the special tokens at −inf; at the length limit, every token but EOS"
+    if logits.ndim != 2:
+        raise ValueError(f"logits must be (B, V), got shape {tuple(logits.shape)}")
+    V = logits.shape[-1]
+    bad = [i for i in [*banned, *([] if eos is None else [eos])] if not 0 <= i < V]
+    if bad: raise ValueError(f"token id {bad[0]} is outside the vocabulary of {V} tokens")
     if last and eos is not None:
         only_eos = torch.full_like(logits, -math.inf)
         only_eos[:, eos] = logits[:, eos]
         return only_eos
-    return logits.index_fill(-1, torch.tensor(banned, device=logits.device), -math.inf)
+    ids = torch.tensor(banned, dtype=torch.long, device=logits.device)    # long even when empty
+    return logits.index_fill(-1, ids, -math.inf)
 
 # %% ../nbs/06_seq2seq.ipynb #339fb1c7
 @contextmanager

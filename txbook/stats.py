@@ -7,12 +7,12 @@ Docs: https://txbook.github.io/txbook/nbs/b_stats.html.md"""
 # %% ../nbs/b_stats.ipynb #889f4bbc
 from __future__ import annotations
 
-import json, math, os, statistics
+import functools, json, math, os, statistics
 from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['format_value', 'report', 'betainc', 't_cdf', 't_quantile', 'Verdict', 'seed_verdict', 'stats_verdict']
+__all__ = ['SPREAD_RTOL', 'format_value', 'report', 'betainc', 't_cdf', 't_quantile', 'Verdict', 'seed_verdict', 'stats_verdict']
 
 # %% ../nbs/b_stats.ipynb #a9cbf6ac
 def format_value(value,          # a number, a string, or a list of numbers (one per seed)
@@ -70,10 +70,18 @@ def betainc(a:float, b:float, x:float) -> float:
     if x < (a + 1) / (a + b + 2): return front * _beta_cf(a, b, x) / a
     return 1 - front * _beta_cf(b, a, 1 - x) / b          # the fraction converges fast on this side
 
-def t_cdf(t:float,   # the value
+def _check_df(df):
+    "A ValueError unless `df` is a finite number > 0"
+    try: ok = math.isfinite(df) and df > 0
+    except TypeError: ok = False
+    if not ok: raise ValueError(f"degrees of freedom must be a finite number > 0, got {df!r}")
+
+def t_cdf(t:float,   # the value (±inf allowed)
           df:float,  # ν, degrees of freedom (> 0; need not be whole: Welch's ν is not)
          ) -> float:
     "P(T <= t) for Student's t distribution with `df` degrees of freedom"
+    _check_df(df)
+    if math.isnan(t): raise ValueError("t_cdf: t is nan")
     tail = 0.5 * betainc(df / 2, 0.5, df / (df + t * t))   # P(T <= -|t|)
     return 1 - tail if t > 0 else tail
 
@@ -82,6 +90,12 @@ def t_quantile(q:float,   # a probability, 0 < q < 1
               ) -> float:
     "The q-quantile of Student's t distribution: t_cdf(t_quantile(q, df), df) == q (bisection)"
     if not 0 < q < 1: raise ValueError(f"q must be in (0, 1), got {q}")
+    _check_df(df)
+    return _t_quantile(float(q), float(df))
+
+@functools.lru_cache(maxsize=1024)   # a page asks for the same few quantiles again and again
+def _t_quantile(q:float, df:float) -> float:
+    "`t_quantile` by bisection on `t_cdf`, for checked arguments"
     lo, hi = -1.0, 1.0
     while t_cdf(lo, df) > q: lo *= 2
     while t_cdf(hi, df) < q: hi *= 2
@@ -102,7 +116,7 @@ class Verdict:
     mean_b:float; std_b:float; n_b:int
     diff:float             # the estimated A − B (paired: the mean of the per-seed differences)
     low:float; high:float  # its 1 − α confidence interval
-    p:float                # two-sided p-value of "no difference"
+    p:float                # two-sided p-value of "no difference" (no spread: 0, or nan if A = B)
     test:str               # 'paired t' or 'Welch t'
     alpha:float            # the test's level
     word:str               # 'better', 'worse' or 'not resolved' (A against B)
@@ -113,29 +127,42 @@ class Verdict:
         "Half the width of the confidence interval: diff ± margin"
         return (self.high - self.low) / 2
 
+SPREAD_RTOL = 1e-9   # a standard error below this fraction of |A − B| counts as no spread
+
 def _verdict(names, stats_a, stats_b, diff, se, df, test, alpha, higher_is_better, fmt, shown, n):
     "Interval, p-value, word and sentence from a difference, its standard error and its d.o.f."
-    if se == 0:                      # every per-seed difference equal: no spread, no test
-        low = high = diff
-        p, word = float('nan'), 'not resolved'
-    else:
-        half = t_quantile(1 - alpha / 2, df) * se
-        low, high = diff - half, diff + half
-        p = 2 * t_cdf(-abs(diff) / se, df)
-        word = ('better' if (low > 0) == higher_is_better else 'worse') if low > 0 or high < 0 \
-            else 'not resolved'
     A, B = names
     a_, b_ = shown
-    ci = (f"{round(100 * (1 - alpha))} % CI {low:+{fmt}} to {high:+{fmt}}" if se > 0 else
-          "no spread between the seeds' differences: the test is undefined")
-    how = f"{test}, n = {n}, p = {p:.2g}"
+    how = f"{test}, n = {n}"
+    if se <= SPREAD_RTOL * abs(diff):  # no spread (up to rounding): the same A − B every time
+        low = high = diff
+        same = "in every seed" if test == 'paired t' else "with no spread in either method"
+        if diff == 0:
+            p, word = float('nan'), 'not resolved'
+            text = (f"{A} ({a_}) and {B} ({b_}) are equal, {A} − {B} = 0 {same}: there is no "
+                    f"difference to test ({how})")
+        else:
+            p = 0.0
+            word = 'better' if (diff > 0) == higher_is_better else 'worse'
+            text = (f"{A} ({a_}) is {word} than {B} ({b_}): {A} − {B} = {diff:+{fmt}} {same}, "
+                    f"so no test is needed ({how})")
+        return Verdict(names, *stats_a, *stats_b, diff, low, high, p, test, alpha, word, text)
+    half = t_quantile(1 - alpha / 2, df) * se
+    low, high = diff - half, diff + half
+    p = 2 * t_cdf(-abs(diff) / se, df)
+    word = ('better' if (low > 0) == higher_is_better else 'worse') if low > 0 or high < 0 \
+        else 'not resolved'
+    ci = f"{round(100 * (1 - alpha))} % CI {low:+{fmt}} to {high:+{fmt}}"
+    how = f"{how}, p = {p:.2g}"
     if word == 'not resolved':
-        why = f"{ci} includes 0" if se > 0 else ci
         text = (f"{A} ({a_}) against {B} ({b_}): not resolved at this budget, "
-                f"{A} − {B} = {diff:+{fmt}} ({why}; {how})")
+                f"{A} − {B} = {diff:+{fmt}} ({ci} includes 0; {how})")
     else:
         text = f"{A} ({a_}) is {word} than {B} ({b_}): {A} − {B} = {diff:+{fmt}} ({ci}; {how})"
     return Verdict(names, *stats_a, *stats_b, diff, low, high, p, test, alpha, word, text)
+
+def _check_alpha(alpha):
+    if not 0 < alpha < 1: raise ValueError(f"alpha must be in (0, 1), got {alpha}")
 
 def seed_verdict(a,   # method A: one value per seed (a list, a tensor, an array)
                  b,   # method B: one value per seed
@@ -147,8 +174,12 @@ def seed_verdict(a,   # method A: one value per seed (a list, a tensor, an array
                 ) -> Verdict:
     "Is A better than B across seeds? A two-sided t test (paired, or Welch's) and its interval"
     a, b = [float(v) for v in a], [float(v) for v in b]
+    _check_alpha(alpha)
     for name, v in zip(names, (a, b)):
         if len(v) < 2: raise ValueError(f"{name}: {len(v)} seed(s); a verdict needs at least 2")
+        bad = [x for x in v if not math.isfinite(x)]
+        if bad: raise ValueError(f"{name}: {bad[0]} is not a finite number; a verdict needs finite "
+                                 f"values (a diverged run is a finding to report, not a seed)")
     if paired and len(a) != len(b):
         raise ValueError(f"paired=True needs one value per seed for both: "
                          f"{len(a)} and {len(b)} values")
@@ -161,7 +192,6 @@ def seed_verdict(a,   # method A: one value per seed (a list, a tensor, an array
     d = [x - y for x, y in zip(a, b)]                               # per-seed differences
     n = len(d)
     se = statistics.stdev(d) / math.sqrt(n)
-    if se <= 1e-12 * max(map(abs, a + b)): se = 0.0     # equal differences up to float rounding
     return _verdict(names, stats_a, stats_b, statistics.mean(d), se, n - 1, 'paired t', alpha,
                     higher_is_better, fmt, shown, n)
 
@@ -172,12 +202,20 @@ def stats_verdict(a:tuple[float, float, int],   # (mean, sample std, number of s
                   shown:tuple[str, str]|None=None,   # how A's and B's numbers are written
                  ) -> Verdict:
     "Welch's t test on recorded statistics (different seeds, or a benchmark's printout)"
+    _check_alpha(alpha)
+    for name, (m, sd, count) in zip(names, (a, b)):
+        if not (math.isfinite(m) and math.isfinite(sd)):
+            raise ValueError(f"{name}: mean {m} and std {sd} must be finite numbers")
+        if sd < 0: raise ValueError(f"{name}: a standard deviation cannot be negative, got {sd}")
+        if not (float(count).is_integer() and count >= 2):
+            raise ValueError(f"{name}: the number of seeds must be a whole number >= 2, "
+                             f"got {count}")
     (ma, sa, na), (mb, sb, nb) = a, b
-    if min(na, nb) < 2:
-        raise ValueError(f"a verdict needs at least 2 seeds per method, got {na}, {nb}")
+    na, nb = int(na), int(nb)
     va, vb = sa ** 2 / na, sb ** 2 / nb
     se = math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1)) if se > 0 else na + nb - 2
+    den = va ** 2 / (na - 1) + vb ** 2 / (nb - 1)
+    df = (va + vb) ** 2 / den if den > 0 else na + nb - 2    # Welch–Satterthwaite
     shown = shown or (f"{ma:{fmt}} ± {sa:{fmt}}", f"{mb:{fmt}} ± {sb:{fmt}}")
     return _verdict(names, (ma, sa, na), (mb, sb, nb), ma - mb, se, df, 'Welch t', alpha,
                     higher_is_better, fmt, shown, f"{na} + {nb}")

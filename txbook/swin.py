@@ -7,6 +7,7 @@ Docs: https://txbook.github.io/txbook/nbs/swin.html.md"""
 # %% ../nbs/12_swin.ipynb #1b694780
 from __future__ import annotations
 from collections.abc import Sequence
+from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
@@ -18,7 +19,7 @@ from .foreign import pair, load_into, rename, take, check_unused, hf_activation 
 from .vit import hf_block                    # chapter 10: one Hugging Face pre-norm block
 
 # %% auto #0
-__all__ = ['PatchMerging', 'swin_grids', 'SwinStage', 'Swin', 'swin_hf_options', 'swin_hf_state_dict']
+__all__ = ['SwinInit', 'PatchMerging', 'swin_grids', 'SwinStage', 'Swin', 'swin_hf_options', 'swin_hf_state_dict']
 
 # %% ../nbs/12_swin.ipynb #12f026c3
 class PatchMerging(nn.Module):
@@ -92,6 +93,8 @@ class SwinStage(nn.ModuleList):
         return x
 
 # %% ../nbs/12_swin.ipynb #c4951aae
+SwinInit = Literal['torch', 'official']
+
 class Swin(nn.Module):
     "Swin Transformer: patch embedding, stages of shifted-window blocks and merges, a linear head"
     def __init__(self, *, img_size:int|tuple[int, int], # image side, or (height, width)
@@ -112,8 +115,11 @@ class Swin(nn.Module):
                  drop_path:float=0.0,       # stochastic depth, rising linearly from 0 to this
                  norm_eps:float=1e-5,       # LayerNorm eps in the blocks and the final norm
                  activation:Activation='gelu', # of the MLPs
+                 init:SwinInit='torch',     # 'torch': PyTorch's defaults; 'official': Swin's code
                 ):
         super().__init__()
+        if init not in ('torch', 'official'):
+            raise ValueError(f"init must be 'torch' or 'official', got {init!r}")
         if len(depths) != len(n_heads):
             raise ValueError(f"depths {tuple(depths)} and n_heads {tuple(n_heads)} "
                              f"differ in length")
@@ -138,6 +144,21 @@ class Swin(nn.Module):
         self.d_out = d_model * 2 ** (len(depths) - 1)                 # the last stage's width
         self.norm = nn.LayerNorm(self.d_out, eps=norm_eps)
         self.head = nn.Linear(self.d_out, n_classes)
+        if init == 'official': self._init_official()
+
+    def _init_official(self):
+        "The official code's init: Linear weights and position tables normal, std 0.02; zero biases"
+        with torch.no_grad():
+            if self.pos_emb is not None: nn.init.trunc_normal_(self.pos_emb, std=0.02)
+            for mod in self.modules():          # the blocks' and merges' Linear layers, the head
+                if isinstance(mod, nn.Linear) and mod is not self.patch_embed.proj:
+                    nn.init.trunc_normal_(mod.weight, std=0.02)       # cut at ±2, as timm's is
+                    if mod.bias is not None: nn.init.zeros_(mod.bias)
+            for stage in self.stages:
+                for blk in stage:
+                    if blk.attn.rel_bias is not None:
+                        nn.init.trunc_normal_(blk.attn.rel_bias.table, std=0.02)
+        # the patch embedding keeps PyTorch's init: the official one is a Conv2d, which it skips
 
     def stage_grids(self, grid:tuple[int, int]) -> list[tuple[int, int]]:
         "The token grid of every stage for a first-stage `grid` (`swin_grids`)"

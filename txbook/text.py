@@ -127,6 +127,9 @@ class BPETokenizer:
         "The text of `ids`, stopping at EOS, skipping PAD, BOS and tags"
         out = []
         for i in (ids.tolist() if isinstance(ids, Tensor) else ids):
+            if not 0 <= i < len(self.itos):
+                raise ValueError(f"token id {i} is outside the vocabulary of "
+                                 f"{len(self.itos)} tokens")
             if i == self.eos: break
             if i >= self.n_special: out.append(self.itos[i])
         return ''.join(out)
@@ -140,6 +143,8 @@ def get_batch(data:Tensor,         # (n_tokens,) token ids of the whole text
               device=None,
              ) -> tuple[Tensor, Tensor]: # inputs (B, N), targets (B, N) shifted by one
     "Random windows of `block_size` tokens and the tokens that follow each position"
+    if block_size < 1: raise ValueError(f"block_size must be >= 1, got {block_size}")
+    if batch_size < 1: raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     if len(data) <= block_size:
         raise ValueError(f"need more than block_size={block_size} tokens, got {len(data)}")
     i = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
@@ -169,6 +174,8 @@ class Windows:
                  *, n_batches:int,      # batches per epoch: `fit`'s optimiser steps per epoch
                  seed:int=0,            # with the epoch, chooses the windows
                 ):
+        if block_size < 1: raise ValueError(f"block_size must be >= 1, got {block_size}")
+        if batch_size < 1: raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if len(data) <= block_size:
             raise ValueError(f"need more than block_size={block_size} tokens, got {len(data)}")
         if n_batches < 1: raise ValueError(f"n_batches must be >= 1, got {n_batches}")
@@ -180,13 +187,18 @@ class Windows:
         return torch.Generator().manual_seed(self.seed * 2**32 + epoch)
 
     def set_epoch(self, epoch:int, start:int=0):
-        "Choose the epoch (hence the windows) and the first batch the next iteration yields"
+        "Choose the epoch (hence the windows) and the first batch of the next pass (once)"
         self.epoch, self.start = epoch, start
 
     def __len__(self): return self.n_batches
 
     def __iter__(self):
+        start, self.start = self.start, 0         # a start applies to one pass only
+        return self._batches(start)
+
+    def _batches(self, start:int):
+        "The current epoch's batches from batch `start` on"
         g = self.generator(self.epoch)
         for i in range(self.n_batches):           # draw the skipped batches too: same windows
             batch = get_batch(self.data, self.block_size, self.batch_size, generator=g)
-            if i >= self.start: yield batch
+            if i >= start: yield batch

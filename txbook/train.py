@@ -19,8 +19,8 @@ from .optim import make_optimizer, warmup_cosine
 from .amp import (Precision, autocast, check_master_weights, grad_scaler, resolve_precision,
                         scaled_step)
 from .checkpoint import checkpoint_meta, load_checkpoint, save_checkpoint
-from .distributed import (all_equal, gather_rng_states, rank_world, reduce_sums,
-                                resolve_split, setup_distributed, shard, wrap_model)
+from .distributed import (all_equal, distributed_sampler, gather_rng_states, rank_world,
+                                reduce_sums, resolve_split, setup_distributed, shard, wrap_model)
 
 def _rows(batch) -> int:
     "B: the rows of a batch, a tensor or a tuple of tensors with one first dimension"
@@ -70,15 +70,29 @@ def _objective(objective:Callable|None, model:nn.Module, label_smoothing:float) 
 __all__ = ['evaluate', 'predict', 'fit', 'plot_history']
 
 # %% ../nbs/k_train.ipynb #be618e12
+def _real_rows(dl) -> int|None:
+    "This rank's samples that are not a DistributedSampler's padding (None: it pads nothing)"
+    s = distributed_sampler(dl)
+    if s is None or s.drop_last: return None              # drop_last: no repeated sample
+    return len(range(s.rank, len(s.dataset), s.num_replicas))   # its samples are r, r + R, ...
+
+def _head(batch, n:int):
+    "The first `n` rows of a batch"
+    return batch[:n] if isinstance(batch, Tensor) else type(batch)(t[:n] for t in batch)
+
 @torch.no_grad()
 def _evaluate(model:nn.Module, dl, objective:Callable, device:torch.device,
               amp:torch.dtype|None, split:bool) -> dict[str, float]:
     "Weighted means over `dl` of the objective's loss and metrics, in eval mode, all ranks"
     rank, world = rank_world()
     total, sums = 0, {}
+    left = _real_rows(dl)             # a sampler's padding comes last on each rank: cut it off
     with eval_mode(model):
         for batch in dl:
             batch = shard(batch, rank, world) if split and world > 1 else batch
+            if left is not None:
+                batch = _head(batch, left)
+                left -= _rows(batch)
             k = _rows(batch)
             if k == 0: continue                            # a last batch with fewer rows than ranks
             with autocast(device, amp):
@@ -135,6 +149,20 @@ def _mark_dynamic(batch):
     for t in [batch] if isinstance(batch, Tensor) else batch:
         if t.ndim: maybe_mark_dynamic(t, 0)
 
+def _frac(a, b):
+    "a / b for weights 0 <= a <= b (numbers or float64 tensors), and 0 where b = 0"
+    if isinstance(b, Tensor): return a / b.clamp(min=torch.finfo(torch.float64).tiny)
+    return a / b if b > 0 else 0.0
+
+def _scale_grads(net:nn.Module, factor):
+    "Multiply every `.grad` of `net` by `factor`, a number or a 0-dim tensor, in place"
+    if isinstance(factor, Tensor):
+        for p in net.parameters():
+            if p.grad is not None: p.grad.mul_(factor.to(p.grad.dtype))
+    elif factor != 1:
+        for p in net.parameters():
+            if p.grad is not None: p.grad.mul_(factor)
+
 def _step_grads(net:nn.Module,           # the model as trained: plain, DDP-wrapped and/or compiled
                 ddp:nn.Module|None,      # the DDP wrapper, if any
                 group:list,              # the loader's batches for one optimiser step
@@ -148,7 +176,7 @@ def _step_grads(net:nn.Module,           # the model as trained: plain, DDP-wrap
     if split and world > 1 and (small := min(map(_rows, group))) < world:
         raise ValueError(f"a batch of {small} rows cannot be split over {world} "
                          f"processes; use drop_last=True or another batch size")
-    loss_sum, sums, w_sum = 0.0, {}, 0
+    C, means = 0, {}                    # C_j: this rank's weight so far; its weighted means so far
     for j, part in enumerate(parts):
         batch = _to(part, device)
         if dynamic: _mark_dynamic(batch)
@@ -157,36 +185,30 @@ def _step_grads(net:nn.Module,           # the model as trained: plain, DDP-wrap
         with ddp.no_sync() if ddp is not None and not last else contextlib.nullcontext():
             with autocast(device, amp):                   # the loss too, as PyTorch's AMP recipe
                 loss, metrics, weight = _answer(objective(net, batch))  # does: float32 inside
-            w = _rows(part) if weight is None else weight     # w_j: the units this loss averages
-            if isinstance(w, Tensor): w = w.detach().to(torch.float64)
-            if j == 0:                                    # Ŵ, the step's weight, before a backward
-                weighted = weight is not None
-                if not weighted and (split or world == 1):
-                    W_hat = sum(map(_rows, group))        # B: the step's rows, known in advance
-                else:                                     # this rank's rows, or k w_0 (a guess)
-                    local = len(parts) * w if weighted else sum(map(_rows, parts))
-                    W_hat = _ranks_sum(local, device) if world > 1 else local
+            if j == 0: weighted = weight is not None
             elif (weight is not None) != weighted:
                 raise ValueError("the objective returned a weight for some batches and not others")
-            share = w / W_hat                             # w_j / Ŵ: this part's share of the step
-            scale = share * world                         # DDP averages over ranks: R w_j / Ŵ
-            if isinstance(scale, Tensor): scaled = loss * scale.to(loss.dtype)
-            else: scaled = loss if scale == 1 else loss * scale
+            w = _rows(part) if weight is None else weight     # w_j: the units this loss averages
+            if isinstance(w, Tensor): w = w.detach().to(torch.float64)
+            C_prev, C = C, C + w
+            keep, share = _frac(C_prev, C), _frac(w, C)   # C_{j-1} / C_j and w_j / C_j
+            g_keep, g_share = keep, share                 # the running mean G_j, in `.grad`
+            if last and world > 1:                        # DDP averages: rank r's R C_r / W of it
+                W = sum(map(_rows, group)) if split and not weighted else _ranks_sum(C, device)
+                g_keep, g_share = world * _frac(C_prev, W), world * _frac(w, W)
+            if j > 0: _scale_grads(net, g_keep)
+            if isinstance(g_share, Tensor): scaled = loss * g_share.to(loss.dtype)
+            else: scaled = loss if g_share == 1 else loss * g_share
             scaler.scale(scaled).backward()               # S·loss for fp16, else the loss
-        loss_sum = loss_sum + share * loss.detach().double()
-        for name, v in metrics.items():
+        for name, v in {'loss': loss.detach(), **metrics}.items():   # the same running means
             v = v.double() if isinstance(v, Tensor) else v
-            sums[name] = sums.get(name, 0.0) + share * v
-        w_sum = w_sum + w
-    totals = reduce_sums([loss_sum, *sums.values(), w_sum], device)   # all ranks', read once
+            means[name] = means.get(name, 0.0) * keep + v * share
+    if world == 1: totals = reduce_sums([*means.values(), C], device)      # read once
+    else: totals = reduce_sums([*(m * C for m in means.values()), C], device)   # all ranks'
     W = totals.pop()                                      # W = Σ_r Σ_j w_rj, the step's weight
     if W <= 0: raise ValueError(f"the objective's weights add up to {W} over a step")
-    if not weighted or len(parts) == 1:                   # then Ŵ = W: the shares were exact
-        return totals[0], dict(zip(sums, totals[1:]))
-    fix = float(W_hat) / W                                # Ŵ / W turns w_j / Ŵ into w_j / W
-    for p in net.parameters():
-        if p.grad is not None: p.grad.mul_(fix)
-    return totals[0] * fix, {name: t * fix for name, t in zip(sums, totals[1:])}
+    if world > 1: totals = [t / W for t in totals]
+    return totals[0], dict(zip(list(means)[1:], totals[1:]))
 
 def _update(model:nn.Module, opt, sched, scaler:torch.amp.GradScaler, grad_clip:float|None,
             hist:dict, loss:float, metrics:dict[str, float]):
@@ -206,12 +228,38 @@ def _save(path, model, opt, sched, step:int, hist:dict, run:dict, rank:int, worl
         save_checkpoint(path, model, opt, sched, step=step, meta=meta, rng=rng)
     if world > 1: torch.distributed.barrier()             # nobody reads a half-written file
 
+def _qualname(f) -> str|None:
+    "'module.name' of a function, of a partial's function, or of a callable object's class"
+    if f is None: return None
+    f = getattr(f, 'func', f)                              # functools.partial: its function
+    f = f if hasattr(f, '__qualname__') else type(f)
+    return f"{getattr(f, '__module__', '?')}.{f.__qualname__}"
+
+def _loader_record(dl) -> dict:
+    "The loader's batch size, shuffling, seed, drop_last, transform, where it or its sampler says"
+    from torch.utils.data import RandomSampler, SequentialSampler
+    sampler = getattr(dl, 'sampler', None)
+    shuffle = getattr(dl, 'shuffle', getattr(sampler, 'shuffle', None))
+    if shuffle is None and isinstance(sampler, (RandomSampler, SequentialSampler)):
+        shuffle = isinstance(sampler, RandomSampler)      # a DataLoader says it by its sampler
+    return {'loader.batch_size': getattr(dl, 'batch_size', None), 'loader.shuffle': shuffle,
+            'loader.seed': getattr(dl, 'seed', getattr(sampler, 'seed', None)),
+            'loader.drop_last': getattr(dl, 'drop_last', None),
+            'loader.transform': _qualname(getattr(dl, 'transform', None))}
+
+def _model_record(model:nn.Module) -> str:
+    "The model's class and a hash of its parameters' names and shapes"
+    import hashlib
+    spec = ';'.join(f"{n}:{tuple(p.shape)}" for n, p in model.named_parameters())
+    return f"{type(model).__name__} {hashlib.sha256(spec.encode()).hexdigest()[:12]}"
+
 def _run_record(train_dl, total:int, factor:Callable[[int], float], **options) -> dict:
-    "What makes a run this run: its options, the data's size, the schedule at a few steps"
+    "What makes a run this run: its options, the data's size and order, the schedule at a few steps"
     probes = sorted({0, 1, 2, total // 4, total // 2, 3 * total // 4, total - 2, total - 1})
     n = len(train_dl.tensors[0]) if hasattr(train_dl, 'tensors') else None
     n = len(train_dl.dataset) if n is None and hasattr(train_dl, 'dataset') else n
-    record = {**options, 'samples': n, 'batches_per_epoch': len(train_dl), 'steps': total,
+    record = {**options, **_loader_record(train_dl), 'samples': n,
+              'batches_per_epoch': len(train_dl), 'steps': total,
               'schedule': {str(t): float(factor(t)) for t in probes if 0 <= t < total}}
     return json.loads(json.dumps(record))                 # as it reads back from the file
 
@@ -369,7 +417,8 @@ def fit(model:nn.Module, train_dl, valid_dl=None, *,
     sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
     run = _run_record(train_dl, total, factor, epochs=epochs, lr=lr, weight_decay=weight_decay,
                       warmup=warmup, betas=betas, eps=eps, label_smoothing=label_smoothing,
-                      grad_clip=grad_clip, accum_steps=accum_steps, precision=str(amp))
+                      grad_clip=grad_clip, accum_steps=accum_steps, precision=str(amp),
+                      objective=_qualname(objective), model=_model_record(model))
     progress = (not os.environ.get('IN_TEST')) if progress is None else progress
     progress, verbose = progress and rank == 0, verbose and rank == 0      # one process reports
     say = print if verbose else lambda *a: None

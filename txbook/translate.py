@@ -1,4 +1,4 @@
-"""An encoder–decoder that translates English number words into German and French: data from num2words, a byte-pair-encoding tokenizer learned on the spot, training as Vaswani et al. did, greedy and beam search as the toolkits do them, an evaluation as machine translation does it (test and dev splits, numeric accuracy, chrF and BLEU with their signatures, baselines, seeds), and cross-attention tested by intervention.
+"""An encoder–decoder that translates English number words into German and French: data from num2words, a byte-pair-encoding tokenizer learned on the spot, training as Vaswani et al. did, greedy and beam search that search as the toolkits do, with stricter defaults, an evaluation as machine translation does it (test and dev splits, numeric accuracy, chrF and BLEU with their signatures, baselines, seeds), and cross-attention tested by intervention.
 
 Docs: https://txbook.github.io/txbook/nbs/translate.html.md"""
 
@@ -17,7 +17,7 @@ from .seq2seq import Transformer, mask_special, pad_batch, static_cross_attentio
 from .text import BPETokenizer
 
 # %% auto #0
-__all__ = ['LANGS', 'Lang', 'BATCH_KEYS', 'DIGITS', 'number_words', 'held_combo', 'split_numbers', 'make_batch',
+__all__ = ['LANGS', 'Lang', 'BATCH_KEYS', 'LpForm', 'DIGITS', 'number_words', 'held_combo', 'split_numbers', 'make_batch',
            'translation_loss', 'PairBatches', 'translation_objective', 'length_penalty', 'beam_search',
            'sequence_scores', 'translate', 'number_table', 'numeric_errors']
 
@@ -105,9 +105,16 @@ def translation_objective(model:Transformer, batch:tuple[Tensor, ...], *,
     return loss, {}, (b['tgt_out'] != 0).sum()                       # 0 = PAD; no sync
 
 # %% ../nbs/07_translate.ipynb #07aded8d
-def length_penalty(n:Tensor|int, alpha:float) -> Tensor|float:
-    "GNMT's length penalty lp(n) = ((5 + n) / 6)^α; a hypothesis scores log P / lp(n)"
-    return ((5 + n) / 6) ** alpha
+LpForm = Literal['gnmt', 'power']
+
+def length_penalty(n:Tensor|int,        # hypothesis length in tokens, EOS included
+                   alpha:float,         # α (0: no penalty)
+                   form:LpForm='gnmt',  # 'gnmt': ((5 + n) / 6)^α; 'power': n^α (fairseq, HF)
+                  ) -> Tensor|float:
+    "The length penalty lp(n); a hypothesis scores log P / lp(n)"
+    if form == 'gnmt': return ((5 + n) / 6) ** alpha
+    if form == 'power': return n ** alpha
+    raise ValueError(f"form must be 'gnmt' or 'power', got {form!r}")
 
 def _reorder(caches:list[KVCache], idx:Tensor):
     "Keep the cached keys and values of the hypotheses `idx` (B·K,) picked, in their new order"
@@ -118,11 +125,12 @@ def _add(pool:list, score:float, ids:list[int], K:int):
     pool.append((score, ids))
     if len(pool) > K: pool.remove(min(pool, key=lambda p: p[0]))
 
-def _beaten(pool:list, best_logp:float, K:int, n_min:int, n_max:int, alpha:float) -> bool:
+def _beaten(pool:list, best_logp:float, K:int, n_min:int, n_max:int, alpha:float,
+            form:LpForm='gnmt') -> bool:
     "Is the pool full, and can no live hypothesis (best log P so far) beat its worst any more?"
     if len(pool) < K: return False
     if best_logp == -math.inf: return True
-    best_possible = max(best_logp / length_penalty(n, alpha) for n in (n_min, n_max))
+    best_possible = max(best_logp / length_penalty(n, alpha, form) for n in (n_min, n_max))
     return min(p[0] for p in pool) >= best_possible   # lp is monotone in n: an end is the best
 
 @torch.no_grad()
@@ -131,6 +139,7 @@ def beam_search(model:Transformer, src:Tensor,   # (B, M) source ids
                 bos:int, eos:int, pad:int,
                 max_new:int,                    # most tokens per hypothesis, EOS included
                 alpha:float=0.6,                # length penalty exponent (0: plain log P)
+                lp_form:LpForm='gnmt',          # GNMT's ((5 + n) / 6)^α, or the toolkits' n^α
                 src_keep:Tensor|None=None,      # (B, M) bool, False = PAD
                 suppress:tuple[int, ...]=(),    # more ids never emitted (language tags, ...)
                 static_kv:bool=True,            # cross-attention keys and values once per source
@@ -160,7 +169,7 @@ def beam_search(model:Transformer, src:Tensor,   # (B, M) source ids
             for b, j in (ends & first_k).nonzero().tolist():   # among the K best: finished
                 if done[b]: continue
                 ids = seqs[b * K + hyp[b, j], 1:].tolist() + [eos]
-                _add(pool[b], top[b, j].item() / length_penalty(len(ids), alpha), ids, K)
+                _add(pool[b], top[b, j].item() / length_penalty(len(ids), alpha, lp_form), ids, K)
             live = (ends.long() * 2 * K + torch.arange(2 * K, device=dev)).argsort(-1)[:, :K]
             hyp, tok, logp = hyp.gather(1, live), tok.gather(1, live), top.gather(1, live)
             idx = (hyp + torch.arange(B, device=dev)[:, None] * K).flatten()   # (B·K,) rows
@@ -168,7 +177,7 @@ def beam_search(model:Transformer, src:Tensor,   # (B, M) source ids
             seqs = torch.cat([seqs[idx], tok.flatten()[:, None]], dim=1)
             best = logp[:, 0].tolist()                         # the best live log P, per sentence
             for b in range(B):
-                done[b] = done[b] or _beaten(pool[b], best[b], K, t + 2, max_new, alpha)
+                done[b] = done[b] or _beaten(pool[b], best[b], K, t + 2, max_new, alpha, lp_form)
             if all(done): break
     ids = torch.full((B, K, max_new), pad, dtype=torch.long, device=dev)
     scores = torch.full((B, K), -math.inf, device=dev)
@@ -181,7 +190,7 @@ def beam_search(model:Transformer, src:Tensor,   # (B, M) source ids
 # %% ../nbs/07_translate.ipynb #812028a6
 @torch.no_grad()
 def sequence_scores(model:Transformer, src:Tensor, ids:Tensor, # (B, M), (B, N) hypotheses
-                    *, bos:int, eos:int, pad:int, alpha:float=0.6,
+                    *, bos:int, eos:int, pad:int, alpha:float=0.6, lp_form:LpForm='gnmt',
                     src_keep:Tensor|None=None) -> Tensor:      # (B,) log P / lp(length)
     "Rescore finished hypotheses by teacher forcing (no cache): the beam's own score, recomputed"
     B = ids.shape[0]
@@ -190,13 +199,14 @@ def sequence_scores(model:Transformer, src:Tensor, ids:Tensor, # (B, M), (B, N) 
     tok = lp.gather(-1, ids[..., None])[..., 0]                        # (B, N)
     ended = (ids == eos).cumsum(1)                                     # 1 from EOS on
     real = (ended == 0) | ((ended == 1) & (ids == eos))                # up to and with EOS
-    return (tok * real).sum(1) / length_penalty(real.sum(1).float(), alpha)
+    return (tok * real).sum(1) / length_penalty(real.sum(1).float(), alpha, lp_form)
 
 # %% ../nbs/07_translate.ipynb #d66416b7
 @torch.no_grad()
 def translate(model:Transformer, tok:BPETokenizer, texts:list[str], lang:Lang, *,
               beam:int=1,            # 1: greedy (`Transformer.generate`); K > 1: beam search
               alpha:float=0.6,       # length penalty exponent of beam search
+              lp_form:LpForm='gnmt', # GNMT's length penalty, or the toolkits' n^α ('power')
               max_new:int|None=None, # default: the model's position table allows
              ) -> list[str]:         # one translation per text
     "Translate texts into `lang`, greedily or with beam search; no special token is ever emitted"
@@ -212,7 +222,8 @@ def translate(model:Transformer, tok:BPETokenizer, texts:list[str], lang:Lang, *
     max_new = max_new or n_pos - 1
     model.eval()
     if beam == 1: ids = model.generate(src, max_new, **kw)
-    else: ids = beam_search(model, src, beam=beam, max_new=max_new, alpha=alpha, **kw)[0][:, 0]
+    else: ids = beam_search(model, src, beam=beam, max_new=max_new, alpha=alpha, lp_form=lp_form,
+                            **kw)[0][:, 0]
     return [tok.decode(row) for row in ids]
 
 # %% ../nbs/07_translate.ipynb #60af3739

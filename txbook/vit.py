@@ -308,17 +308,47 @@ def vit_hf_state_dict(sd:dict[str, Tensor], # a `ViTForImageClassification`'s st
     return new
 
 # %% ../nbs/10_vit.ipynb #3b8d5da0
-def vit_d64_l4_patch7_28(n_classes:int=10, in_chans:int=1, **kw) -> ViT:
+def vit_d64_l4_patch7_28(n_classes:int=10,             # K
+                         in_chans:int=1,               # C
+                         *,
+                         pool:Pool='cls',              # a CLS token or the patches' mean
+                         pos:PosKind='learned',        # position embedding
+                         dropout:float=0.0,            # tokens, attention, residual branches
+                         norm_eps:float=1e-5,          # LayerNorm eps
+                         activation:Activation='gelu', # MLP non-linearity
+                         init:Init='torch',            # PyTorch's default init or timm's
+                        ) -> ViT:
     "D 64, 4 blocks of 4 heads, MLP 128, for 28×28 images (16 patches of 7×7): a CPU trains it"
-    return ViT(**{**dict(img_size=28, patch_size=7, in_chans=in_chans, n_classes=n_classes,
-                         d_model=64, depth=4, n_heads=4, mlp_ratio=2.0), **kw})
+    return ViT(img_size=28, patch_size=7, in_chans=in_chans, n_classes=n_classes, d_model=64,
+               depth=4, n_heads=4, mlp_ratio=2.0, pool=pool, pos=pos, dropout=dropout,
+               norm_eps=norm_eps, activation=activation, init=init)
 
-def vit_d192_l6_patch4_28(n_classes:int=10, in_chans:int=1, **kw) -> ViT:
+def vit_d192_l6_patch4_28(n_classes:int=10,             # K
+                          in_chans:int=1,               # C
+                          *,
+                          pool:Pool='cls',              # a CLS token or the patches' mean
+                          pos:PosKind='learned',        # position embedding
+                          dropout:float=0.1,            # tokens, attention, residual branches
+                          norm_eps:float=1e-5,          # LayerNorm eps
+                          activation:Activation='gelu', # MLP non-linearity
+                          init:Init='torch',            # PyTorch's default init or timm's
+                         ) -> ViT:
     "D 192, 6 blocks of 6 heads, MLP 384, for 28×28 images (49 patches of 4×4), on a GPU"
-    return ViT(**{**dict(img_size=28, patch_size=4, in_chans=in_chans, n_classes=n_classes,
-                         d_model=192, depth=6, n_heads=6, mlp_ratio=2.0, dropout=0.1), **kw})
+    return ViT(img_size=28, patch_size=4, in_chans=in_chans, n_classes=n_classes, d_model=192,
+               depth=6, n_heads=6, mlp_ratio=2.0, pool=pool, pos=pos, dropout=dropout,
+               norm_eps=norm_eps, activation=activation, init=init)
 
-def vit_lite_patch4_32(n_classes:int=10, in_chans:int=3, **kw) -> ViT:
+def vit_lite_patch4_32(n_classes:int=10,             # K
+                       in_chans:int=3,               # C
+                       *,
+                       pool:Pool='cls',              # a CLS token or the patches' mean
+                       pos:PosKind='learned',        # position embedding
+                       dropout:float=0.1,            # tokens, attention, residual branches
+                       norm_eps:float=1e-5,          # LayerNorm eps
+                       activation:Activation='gelu', # MLP non-linearity
+                       init:Init='torch',            # PyTorch's default init or timm's
+                      ) -> ViT:
     "ViT-Lite-7/4 for 32×32 images (64 patches of 4×4; Hassani et al. 2021), for CIFAR-10 on a GPU"
-    return ViT(**{**dict(img_size=32, patch_size=4, in_chans=in_chans, n_classes=n_classes,
-                         d_model=256, depth=7, n_heads=4, mlp_ratio=2.0, dropout=0.1), **kw})
+    return ViT(img_size=32, patch_size=4, in_chans=in_chans, n_classes=n_classes, d_model=256,
+               depth=7, n_heads=4, mlp_ratio=2.0, pool=pool, pos=pos, dropout=dropout,
+               norm_eps=norm_eps, activation=activation, init=init)
