@@ -275,7 +275,7 @@ class TensorLoader:
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def _seed(self, *ids:int) -> int:
-        "A generator seed for (seed, epoch, *ids), as before, kept in manual_seed's 64 bits"
+        "A generator seed for (seed, epoch, *ids); a CPU generator keeps only its low 32 bits"
         s = self.seed * 100_003 + self.epoch
         for i in ids: s = s * 100_003 + i
         return s % 2**64

@@ -12,7 +12,8 @@ from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['SPREAD_RTOL', 'format_value', 'report', 'betainc', 't_cdf', 't_quantile', 'Verdict', 'seed_verdict', 'stats_verdict']
+__all__ = ['SPREAD_RTOL', 'EQUAL_RTOL', 'format_value', 'report', 'betainc', 't_cdf', 't_quantile', 'Verdict', 'seed_verdict',
+           'stats_verdict']
 
 # %% ../nbs/b_stats.ipynb #a9cbf6ac
 def format_value(value,          # a number, a string, or a list of numbers (one per seed)
@@ -128,6 +129,7 @@ class Verdict:
         return (self.high - self.low) / 2
 
 SPREAD_RTOL = 1e-9   # a standard error below this fraction of |A − B| counts as no spread
+EQUAL_RTOL = 1e-12   # with no spread, an |A − B| below this fraction of the values' size is rounding: 0
 
 def _verdict(names, stats_a, stats_b, diff, se, df, test, alpha, higher_is_better, fmt, shown, n):
     "Interval, p-value, word and sentence from a difference, its standard error and its d.o.f."
@@ -137,7 +139,8 @@ def _verdict(names, stats_a, stats_b, diff, se, df, test, alpha, higher_is_bette
     if se <= SPREAD_RTOL * abs(diff):  # no spread (up to rounding): the same A − B every time
         low = high = diff
         same = "in every seed" if test == 'paired t' else "with no spread in either method"
-        if diff == 0:
+        if abs(diff) <= EQUAL_RTOL * max(abs(stats_a[0]), abs(stats_b[0])):
+            diff = low = high = 0.0                                   # equal up to rounding
             p, word = float('nan'), 'not resolved'
             text = (f"{A} ({a_}) and {B} ({b_}) are equal, {A} − {B} = 0 {same}: there is no "
                     f"difference to test ({how})")

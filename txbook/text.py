@@ -183,8 +183,9 @@ class Windows:
         self.n_batches, self.seed, self.epoch, self.start = n_batches, seed, 0, 0
 
     def generator(self, epoch:int) -> torch.Generator:
-        "The generator that draws epoch `epoch`'s windows: seed in the high bits, epoch in the low"
-        return torch.Generator().manual_seed(self.seed * 2**32 + epoch)
+        "The generator that draws epoch `epoch`'s windows, from (seed, epoch)"
+        # a CPU generator keeps only the low 32 bits of its seed: mix the two into those bits
+        return torch.Generator().manual_seed((self.seed * 100_003 + epoch) % 2**32)
 
     def set_epoch(self, epoch:int, start:int=0):
         "Choose the epoch (hence the windows) and the first batch of the next pass (once)"
