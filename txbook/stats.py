@@ -129,7 +129,7 @@ class Verdict:
         return (self.high - self.low) / 2
 
 SPREAD_RTOL = 1e-9   # a standard error below this fraction of |A − B| counts as no spread
-EQUAL_RTOL = 1e-12   # with no spread, an |A − B| below this fraction of the values' size is rounding: 0
+EQUAL_RTOL = 1e-12   # no spread and |A − B| below this fraction of the values' size: A = B
 
 def _verdict(names, stats_a, stats_b, diff, se, df, test, alpha, higher_is_better, fmt, shown, n):
     "Interval, p-value, word and sentence from a difference, its standard error and its d.o.f."
