@@ -35,13 +35,12 @@ def _set_rng_state(tensors:dict[str, Tensor], pre:str):
     cuda_keys = sorted((k for k in tensors if k.startswith(pre + 'cuda.')),
                        key=lambda k: int(k.rsplit('.', 1)[1]))          # 'cuda.10' after 'cuda.9'
     cuda = [tensors[k] for k in cuda_keys]
-    if cuda and torch.cuda.is_available():
-        if len(cuda) == torch.cuda.device_count(): torch.cuda.set_rng_state_all(cuda)
-        else:
-            n = torch.cuda.device_count()
-            warnings.warn(f"the checkpoint holds the CUDA generators of {len(cuda)} devices and "
-                          f"this machine has {n}: they are not restored, so the resumed run's CUDA "
-                          f"random numbers (dropout on a GPU) differ")
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if cuda and len(cuda) == n: torch.cuda.set_rng_state_all(cuda)
+    elif cuda:
+        warnings.warn(f"the checkpoint holds the CUDA generators of {len(cuda)} device(s) and "
+                      f"this machine has {n}: they are not restored, so the resumed run's CUDA "
+                      f"random numbers (dropout on a GPU) differ")
     if pre + 'mps' in tensors and torch.backends.mps.is_available():
         torch.mps.set_rng_state(tensors[pre + 'mps'])
     if pre + 'python' in tensors:

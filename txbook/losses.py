@@ -32,11 +32,14 @@ __all__ = ['classification_loss', 'accuracy', 'lm_loss', 'classification_objecti
 
 # %% ../nbs/f_losses.ipynb #adb14290
 def classification_objective(model:nn.Module,             # called as model(x) -> (B, ..., K) logits
-                             batch:tuple[Tensor, Tensor], # (x, y): inputs, targets (each counts)
+                             batch:tuple[Tensor, Tensor], # (x, y): inputs, targets (-100: ignored)
                              *, label_smoothing:float=0.0, # ε
                             ) -> tuple[Tensor, dict[str, Tensor], int]: # loss, {'acc': ...}, weight
-    "`fit`'s default objective: `classification_loss` of `model(x)` and `y`, accuracy, `y.numel()`"
+    "`fit`'s default objective: `classification_loss` of `model(x)` and `y`, accuracy, target count"
     x, y = batch
     logits = model(x)
     loss = classification_loss(logits, y, label_smoothing=label_smoothing)
-    return loss, {'acc': accuracy(logits, y)}, y.numel()   # the loss is a mean over y's positions
+    keep = y != -100                      # cross_entropy's ignore_index: a mean over the others
+    if keep.all(): return loss, {'acc': accuracy(logits, y)}, y.numel()
+    acc = (logits.argmax(-1)[keep] == y[keep]).float().mean()
+    return loss, {'acc': acc}, int(keep.sum())          # weight and accuracy over the same targets

@@ -201,8 +201,11 @@ def _step_grads(net:nn.Module,           # the model as trained: plain, DDP-wrap
             else: scaled = loss if g_share == 1 else loss * g_share
             scaler.scale(scaled).backward()               # S·loss for fp16, else the loss
         for name, v in {'loss': loss.detach(), **metrics}.items():   # the same running means
-            v = v.double() if isinstance(v, Tensor) else v
-            means[name] = means.get(name, 0.0) * keep + v * share
+            v, old = (v.double() if isinstance(v, Tensor) else v), means.get(name, 0.0)
+            if isinstance(share, Tensor):                 # no units: no share, even of a NaN mean
+                means[name] = torch.where(share > 0, old * keep + v * share, torch.as_tensor(old))
+            elif share > 0: means[name] = old * keep + v * share
+            else: means[name] = old
     if world == 1: totals = reduce_sums([*means.values(), C], device)      # read once
     else: totals = reduce_sums([*(m * C for m in means.values()), C], device)   # all ranks'
     W = totals.pop()                                      # W = Σ_r Σ_j w_rj, the step's weight
