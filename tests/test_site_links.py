@@ -129,7 +129,7 @@ def test_site_path_and_chapter():
     assert site_path(base) == "index.html"
     assert site_path("https://example.com/nbs/attention.html") is None
     assert chapter_of("nbs/attention.html.md") == ROOT / "nbs" / "01_attention.ipynb"
-    assert chapter_of("nbs/viz.html") == ROOT / "nbs" / "d_viz.ipynb"
+    assert chapter_of("nbs/d_viz.html") == ROOT / "nbs" / "d_viz.ipynb"   # appendix pages keep their letter
     assert chapter_of("nbs/no_such_chapter.html") is None
 
 

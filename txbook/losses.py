@@ -40,6 +40,6 @@ def classification_objective(model:nn.Module,             # called as model(x) -
     logits = model(x)
     loss = classification_loss(logits, y, label_smoothing=label_smoothing)
     keep = y != -100                      # cross_entropy's ignore_index: a mean over the others
-    if keep.all(): return loss, {'acc': accuracy(logits, y)}, y.numel()
-    acc = (logits.argmax(-1)[keep] == y[keep]).float().mean()
-    return loss, {'acc': acc}, int(keep.sum())          # weight and accuracy over the same targets
+    n = keep.sum()                        # a tensor: read by the loop with the step's other numbers
+    acc = ((logits.argmax(-1) == y) & keep).sum() / n.clamp(min=1)
+    return loss, {'acc': acc}, n          # weight and accuracy over the same targets
