@@ -305,14 +305,16 @@ def write_nbdev_pages(outdir: str | Path, srcdir: str | Path, executed_dir: str 
     for nb in sorted((srcdir / "nbs").glob("*.ipynb")):
         page = outdir / "nbs" / f"{nb.stem}.html"
         alias = outdir / "nbs" / nbdev_page(nb.name)
-        if not page.exists() or alias == page:
+        if not page.exists():
             continue
-        title = (titles or {}).get(f"nbs/{nb.stem}", nb.stem)
-        alias.write_text(_REDIRECT.format(target=page.name, title=title.replace("<", "&lt;")))
+        if alias != page:   # an appendix page keeps its name (no number to drop): no redirect, only the .md
+            title = (titles or {}).get(f"nbs/{nb.stem}", nb.stem)
+            alias.write_text(_REDIRECT.format(target=page.name, title=title.replace("<", "&lt;")))
+            written.append(alias)
         ex = Path(executed_dir) / "nbs" / nb.name if executed_dir else None
         md = notebook_markdown(nb.read_text(), ex.read_text() if ex and ex.exists() else None)
         alias.with_name(alias.name + ".md").write_text(md)
-        written += [alias, alias.with_name(alias.name + ".md")]
+        written.append(alias.with_name(alias.name + ".md"))
     llms = srcdir / "nbs" / "llms.txt"  # nbdev's index of the modules, for language models
     if llms.exists() and (outdir / "nbs").is_dir():
         shutil.copy2(llms, outdir / "nbs" / "llms.txt")
