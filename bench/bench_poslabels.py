@@ -13,7 +13,7 @@ and the machine.
     python bench/bench_poslabels.py --n-train 60000 --epochs 30 --patch 4 --d-model 192 --depth 6 --heads 6
 """
 from __future__ import annotations
-import argparse, datetime, json, os, platform, shlex, sys, time
+import argparse, json, os, sys, time
 from pathlib import Path
 import torch
 from txbook.core import default_device
@@ -25,19 +25,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def meta(argv: list[str]) -> dict:
-    "What a record says about where it came from: command, commit, date and machine"
+    "What a record says about where it came from (tools/run_full.py's bench_meta)"
     sys.path.insert(0, str(ROOT / 'tools'))
-    from run_full import commit_info                       # the commit and whether the tree was clean
-    cpu = next((l.split(':', 1)[1].strip() for l in open('/proc/cpuinfo') if l.startswith('model name')),
-               platform.processor() or platform.machine()) if os.path.exists('/proc/cpuinfo') else platform.machine()
-    dev = default_device()
-    return {'script': 'bench/' + Path(__file__).name,
-            'command': 'python bench/' + Path(__file__).name + ' ' + shlex.join(argv), **commit_info(),
-            'date': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
-            'machine': {'cpu': cpu, 'cpu_count': os.cpu_count(), 'device': str(dev),
-                        'gpu': torch.cuda.get_device_name(dev) if dev.type == 'cuda' else None,
-                        'torch': torch.__version__, 'python': platform.python_version(),
-                        'load_average_at_start': os.getloadavg()}}
+    from run_full import bench_meta
+    return bench_meta(__file__, argv)
 
 
 def parser() -> argparse.ArgumentParser:

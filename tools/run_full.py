@@ -47,6 +47,27 @@ def commit_info() -> dict:
     return {"commit": sha, "dirty": bool(status)}
 
 
+
+def bench_meta(script: str, argv: list[str]) -> dict:
+    "What a bench record says about where it came from: the script, its command, commit, date and machine"
+    import shlex
+    import torch
+    sys.path.insert(0, str(ROOT))
+    from txbook.core import default_device
+    name = Path(script).name
+    cpu = platform.processor() or platform.machine()
+    if os.path.exists('/proc/cpuinfo'):
+        cpu = next((l.split(':', 1)[1].strip() for l in open('/proc/cpuinfo')
+                    if l.startswith('model name')), cpu)
+    dev = default_device()
+    return {'script': 'bench/' + name, 'command': 'python bench/' + name + ' ' + shlex.join(argv),
+            **commit_info(),
+            'date': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
+            'machine': {'cpu': cpu, 'cpu_count': os.cpu_count(), 'device': str(dev),
+                        'gpu': torch.cuda.get_device_name(dev) if dev.type == 'cuda' else None,
+                        'torch': torch.__version__, 'python': platform.python_version(),
+                        'load_average_at_start': os.getloadavg()}}
+
 def machine_info() -> dict:
     "Device, versions and the precision `fit` picks there (the chapters' default)"
     import torch
