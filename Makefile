@@ -38,9 +38,9 @@ book: install
 
 # Clean notebooks, package in sync with nbs/, every notebook at quick size (saved for make book), the
 # Colab simulation at smoke size (full shapes, cut budgets),
-# the packaging checks, and the rest of the pytest suite.
+# the packaging checks, and the rest of the pytest suite; in two workers, a file at a time (tests/conftest.py).
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 # Every chapter in a simulated fresh Colab runtime, from the wheel (also part of `make test`)
 colab: install

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 import txbook
-from conftest import NBS, ROOT
+from conftest import NBS, ROOT, kernel_threads
 
 # Colab's runtime (the versions the README states): Python and torch are what this machine has (see above)
 COLAB = {"Python": "3.13", "torch": "2.11", "transformers": "5.15", "numpy": "2.1.3", "fastcore": "2.2.12"}
@@ -132,6 +132,7 @@ def colab(tmp_path_factory):
                PIP_FIND_LINKS=" ".join([str(wheels)] + os.environ.get("PIP_FIND_LINKS", "").split()),
                # keep pip's cache outside the fresh HOME: the registry downloads are not what is tested
                PIP_CACHE_DIR=os.environ.get("PIP_CACHE_DIR", str(Path.home() / ".cache" / "pip")))
+    env.update(kernel_threads())   # one thread per kernel when two test workers share the cores (conftest)
     print(f"colab runtime ready in {time.time() - t0:.0f}s")
     return dict(base=base, py=py, env=env, baseline=baseline, home=home, cache=cache,
                 kernels=specs / "share" / "jupyter" / "kernels")

@@ -18,7 +18,7 @@ from unittest import mock
 
 import pytest
 import yaml
-from conftest import NBS, ROOT
+from conftest import NBS, ROOT, kernel_threads
 
 from txbook_book import EXECUTED, execution_key, parse_directives, read_nbdev, save_executed
 
@@ -30,6 +30,7 @@ def kernel_env() -> dict:
     "The book build's environment (this process's), without pytest's own variables"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_") and k != "TXBOOK_RESULTS"}
     env.pop("MPLBACKEND", None)   # the chapters need the inline backend (the Makefile unexports it too)
+    env.update(kernel_threads())  # one thread per kernel when two test workers share the cores (conftest)
     import torch
     if torch.cuda.is_available() and not (env.get("TXBOOK_SIZE") or env.get("TXBOOK_QUICK")):
         env["TXBOOK_SIZE"] = "quick"
