@@ -6,7 +6,7 @@ Docs: https://txbook.github.io/txbook/nbs/j_distributed.html.md"""
 
 # %% ../nbs/j_distributed.ipynb #1448fd83
 from __future__ import annotations
-import atexit, os
+import atexit, gc, os
 import torch
 import torch.distributed as dist
 from torch import Tensor
@@ -21,6 +21,12 @@ def rank_world() -> tuple[int, int]:
 def _leave_group():
     "At exit: leave the process group `setup_distributed` joined, as PyTorch asks"
     if dist.is_initialized(): dist.destroy_process_group()
+    # A mitigation, not a fix: gloo's worker threads drop a finished collective's tensors a moment
+    # after the caller has moved on, and one doing so once Python has begun to finalize aborts the
+    # process ("terminate called without an active exception": pytorch/pytorch#190489; DDP keeps the
+    # group's threads alive past destroy_process_group). A collection here, with Python still alive,
+    # gives them that moment.
+    gc.collect()
 
 def setup_distributed(device=None,        # default: `default_device()`
                      ) -> torch.device:   # the device this process computes on
