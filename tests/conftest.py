@@ -2,6 +2,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 NBS = sorted((ROOT / "nbs").glob("*.ipynb"))
 sys.path.insert(0, str(ROOT / "book" / "_ext"))  # the book's Sphinx extension
@@ -10,8 +12,31 @@ sys.path.insert(0, str(ROOT / "book" / "_ext"))  # the book's Sphinx extension
 # tests of a file share its module fixtures (a venv, a wheel, a torchrun job), built once in one worker. The Colab
 # simulation (tests/test_colab.py) mostly waits on pip, so it overlaps well with the quick pass in the other.
 # (`--dist loadgroup` with xdist_group marks would be finer, but pytest 9.2 ignores xdist 3.8's group suffix.)
-# Files must not leak process state into each other, since any two may share a worker in any order: e.g. a
-# torch function mode left on the stack (tests/test_device.py checks it leaves none) stops dynamo tracing.
+# xdist hands out the files with the most tests first (test_colab, test_notebooks: one to each worker); the
+# rest follow as a worker frees up. Files must not leak process state into each other, since any two may share
+# a worker in any order: e.g. a torch function mode left on the stack stops dynamo tracing (checked below).
+
+
+def _process_state() -> dict:
+    "What one test file could leave changed for the files after it in the same worker process"
+    import torch
+    return {"torch function modes": len(torch.overrides._get_current_function_mode_stack()),
+            "default device": str(torch.get_default_device()),
+            "default dtype": torch.get_default_dtype(),
+            "grad enabled": torch.is_grad_enabled(),
+            "deterministic algorithms": torch.are_deterministic_algorithms_enabled(),
+            "threads": torch.get_num_threads()}
+
+
+@pytest.fixture(autouse=True)
+def _leaves_process_state_as_found():
+    """Every test leaves the process's global torch state as it found it: under `--dist loadfile` any two test
+    files may share a worker, in any order (a `set_default_device` left behind once stopped dynamo tracing)"""
+    before = _process_state()
+    yield
+    after = _process_state()
+    changed = {k: (before[k], after[k]) for k in before if before[k] != after[k]}
+    assert not changed, f"the test changed process state (before, after): {changed}"
 
 
 def kernel_threads() -> dict:
@@ -22,5 +47,5 @@ def kernel_threads() -> dict:
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers <= 1:
         return {}
-    n = str(max(1, (os.cpu_count() or 1) // workers))
-    return {"OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n}
+    n = str(max(1, len(os.sched_getaffinity(0)) // workers))   # the cores this process may use
+    return {k: os.environ.get(k, n) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}   # unless set

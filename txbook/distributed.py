@@ -6,7 +6,7 @@ Docs: https://txbook.github.io/txbook/nbs/j_distributed.html.md"""
 
 # %% ../nbs/j_distributed.ipynb #1448fd83
 from __future__ import annotations
-import atexit, gc, os
+import atexit, collections, os, time
 import torch
 import torch.distributed as dist
 from torch import Tensor
@@ -21,12 +21,25 @@ def rank_world() -> tuple[int, int]:
 def _leave_group():
     "At exit: leave the process group `setup_distributed` joined, as PyTorch asks"
     if dist.is_initialized(): dist.destroy_process_group()
-    # A mitigation, not a fix: gloo's worker threads drop a finished collective's tensors a moment
-    # after the caller has moved on, and one doing so once Python has begun to finalize aborts the
-    # process ("terminate called without an active exception": pytorch/pytorch#190489; DDP keeps the
-    # group's threads alive past destroy_process_group). A collection here, with Python still alive,
-    # gives them that moment.
-    gc.collect()
+    time.sleep(0.1)   # for the collectives `all_reduce` does not keep (DDP's): see `_kept`
+
+# The works of the latest all-reduces, kept alive. A gloo worker thread that drops the last
+# reference to a finished work frees its tensors, and a tensor with a Python object needs the GIL
+# for that: if Python has begun to exit by then, the thread is ended mid-C++ and the process aborts
+# ("terminate called without an active exception"; pytorch/pytorch#190489). Kept here, a work is
+# freed by Python instead: when it leaves this queue, long after the worker let go, or at exit,
+# when torch skips the Python side. The collectives of others (DDP's, torch's own) are not kept:
+# for them `_leave_group` waits a moment at exit, a mitigation that narrows the race, not a fix.
+_kept = collections.deque(maxlen=64)
+
+def all_reduce(t:Tensor,                   # reduced in place, on every rank
+               op=dist.ReduceOp.SUM,       # a `dist.ReduceOp`
+              ) -> Tensor:                 # `t`
+    "`dist.all_reduce(t, op)`, finished, whose work the worker threads never free (see `_kept`)"
+    work = dist.all_reduce(t, op=op, async_op=True)
+    work.wait()
+    _kept.append(work)
+    return t
 
 def setup_distributed(device=None,        # default: `default_device()`
                      ) -> torch.device:   # the device this process computes on
@@ -57,7 +70,7 @@ def reduce_sums(values:list[float|Tensor], # numbers or 0-dim tensors (on any de
     if not values: return []
     sums = torch.stack([torch.as_tensor(v, dtype=torch.float64, device=device).reshape(())
                         for v in values])
-    if rank_world()[1] > 1: dist.all_reduce(sums)
+    if rank_world()[1] > 1: all_reduce(sums)
     return sums.tolist()
 
 def all_equal(values:list[float|Tensor], device:torch.device) -> bool:
@@ -66,8 +79,8 @@ def all_equal(values:list[float|Tensor], device:torch.device) -> bool:
     lo = torch.stack([torch.as_tensor(v, dtype=torch.float64, device=device).reshape(())
                       for v in values])
     hi = lo.clone()
-    dist.all_reduce(lo, op=dist.ReduceOp.MIN)
-    dist.all_reduce(hi, op=dist.ReduceOp.MAX)
+    all_reduce(lo, dist.ReduceOp.MIN)
+    all_reduce(hi, dist.ReduceOp.MAX)
     return torch.equal(lo, hi)
 
 def gather_rng_states() -> dict[str, Tensor]|None:
@@ -80,8 +93,8 @@ def gather_rng_states() -> dict[str, Tensor]|None:
             for r, s in enumerate(states) for k, v in s.items()}
 
 # %% auto #0
-__all__ = ['rank_world', 'setup_distributed', 'shard', 'reduce_sums', 'all_equal', 'gather_rng_states', 'distributed_sampler',
-           'resolve_split', 'wrap_model']
+__all__ = ['rank_world', 'all_reduce', 'setup_distributed', 'shard', 'reduce_sums', 'all_equal', 'gather_rng_states',
+           'distributed_sampler', 'resolve_split', 'wrap_model']
 
 # %% ../nbs/j_distributed.ipynb #a1e474e1
 from torch import nn

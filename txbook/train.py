@@ -19,8 +19,9 @@ from .optim import make_optimizer, warmup_cosine
 from .amp import (Precision, autocast, check_master_weights, grad_scaler, resolve_precision,
                         scaled_step)
 from .checkpoint import checkpoint_meta, load_checkpoint, save_checkpoint
-from .distributed import (all_equal, distributed_sampler, gather_rng_states, rank_world,
-                                reduce_sums, resolve_split, setup_distributed, shard, wrap_model)
+from .distributed import (all_equal, all_reduce, distributed_sampler, gather_rng_states,
+                                rank_world, reduce_sums, resolve_split, setup_distributed, shard,
+                                wrap_model)
 
 def _rows(batch) -> int:
     "B: the rows of a batch, a tensor or a tuple of tensors with one first dimension"
@@ -140,7 +141,7 @@ def _groups(batches, k:int):
 def _ranks_sum(x, device:torch.device) -> Tensor:
     "The sum over all ranks of a number, as a float64 tensor on `device` (not read back)"
     t = torch.as_tensor(x, dtype=torch.float64, device=device).clone()
-    torch.distributed.all_reduce(t)
+    all_reduce(t)
     return t
 
 def _mark_dynamic(batch):
