@@ -25,13 +25,20 @@ def _process_state() -> dict:
             "default dtype": torch.get_default_dtype(),
             "grad enabled": torch.is_grad_enabled(),
             "deterministic algorithms": torch.are_deterministic_algorithms_enabled(),
-            "threads": torch.get_num_threads()}
+            "threads": torch.get_num_threads(),
+            "process group": torch.distributed.is_available() and torch.distributed.is_initialized(),
+            "dispatch modes": torch._C._len_torch_dispatch_stack(),
+            "inference mode": torch.is_inference_mode_enabled(),
+            "autocast": torch.is_autocast_enabled("cpu"),
+            "float32 matmul precision": torch.get_float32_matmul_precision()}
 
 
 @pytest.fixture(autouse=True)
 def _leaves_process_state_as_found():
-    """Every test leaves the process's global torch state as it found it: under `--dist loadfile` any two test
-    files may share a worker, in any order (a `set_default_device` left behind once stopped dynamo tracing)"""
+    """Every test leaves the global torch state of `_process_state` as it found it: under `--dist loadfile` any two
+    test files may share a worker, in any order (a `set_default_device` left behind once stopped dynamo tracing).
+    Not seen here: what module fixtures or imports change (test_properties and test_swin set one thread at import,
+    for every file in the worker, as in a sequential run)."""
     before = _process_state()
     yield
     after = _process_state()
@@ -47,5 +54,6 @@ def kernel_threads() -> dict:
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers <= 1:
         return {}
-    n = str(max(1, len(os.sched_getaffinity(0)) // workers))   # the cores this process may use
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    n = str(max(1, cores // workers))   # of the cores this process may use
     return {k: os.environ.get(k, n) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}   # unless set

@@ -20,22 +20,26 @@ def rank_world() -> tuple[int, int]:
 
 def _leave_group():
     "At exit: leave the process group `setup_distributed` joined, as PyTorch asks"
-    if dist.is_initialized(): dist.destroy_process_group()
-    time.sleep(0.1)   # for the collectives `all_reduce` does not keep (DDP's): see `_kept`
+    try:
+        if dist.is_initialized(): dist.destroy_process_group()
+    finally:
+        _kept.clear()     # freed here, while Python can still serve the threads that shared them
+        time.sleep(0.1)   # for the collectives `all_reduce` does not keep: see `_kept`
 
 # The works of the latest all-reduces, kept alive. A gloo worker thread that drops the last
-# reference to a finished work frees its tensors, and a tensor with a Python object needs the GIL
-# for that: if Python has begun to exit by then, the thread is ended mid-C++ and the process aborts
-# ("terminate called without an active exception"; pytorch/pytorch#190489). Kept here, a work is
-# freed by Python instead: when it leaves this queue, long after the worker let go, or at exit,
-# when torch skips the Python side. The collectives of others (DDP's, torch's own) are not kept:
-# for them `_leave_group` waits a moment at exit, a mitigation that narrows the race, not a fix.
+# reference to a finished work frees its tensors; a tensor whose Python object died first is the
+# owner of that object, and freeing it takes the GIL. If Python has begun to exit by then, the
+# thread is ended mid-C++ and the process aborts ("terminate called without an active exception";
+# pytorch/pytorch#190489). Kept here, a work is freed by Python: 64 kept all-reduces later, by when
+# the worker has in practice let go, or at exit by `_leave_group`. Not kept: the collectives of
+# others (DDP's; `all_gather_object` in `gather_rng_states`); for them `_leave_group` waits a
+# moment at exit, a mitigation that narrows the race, not a fix.
 _kept = collections.deque(maxlen=64)
 
 def all_reduce(t:Tensor,                   # reduced in place, on every rank
                op=dist.ReduceOp.SUM,       # a `dist.ReduceOp`
               ) -> Tensor:                 # `t`
-    "`dist.all_reduce(t, op)`, finished, whose work the worker threads never free (see `_kept`)"
+    "`dist.all_reduce(t, op)`, finished; its work (and `t`) stay referenced for 64 more calls"
     work = dist.all_reduce(t, op=op, async_op=True)
     work.wait()
     _kept.append(work)
