@@ -12,10 +12,15 @@ from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['SPREAD_RTOL', 'EQUAL_RTOL', 'format_value', 'report', 'betainc', 't_cdf', 't_quantile', 'Verdict', 'seed_verdict',
-           'stats_verdict']
+__all__ = ['SPREAD_RTOL', 'EQUAL_RTOL', 'SEEDS_WARNING', 'format_value', 'report', 'betainc', 't_cdf', 't_quantile', 'Verdict',
+           'seed_verdict', 'stats_verdict', 'equivalence_verdict', 'holm', 'holm_verdicts', 'Claim', 'claim', 'Family']
 
 # %% ../nbs/b_stats.ipynb #a9cbf6ac
+def _mean_std(v) -> tuple[float, float]:
+    "Mean and sample standard deviation (n - 1 in the denominator), summed with `math.fsum`"
+    m = math.fsum(v) / len(v)
+    return m, math.sqrt(math.fsum((x - m) ** 2 for x in v) / (len(v) - 1))
+
 def format_value(value,          # a number, a string, or a list of numbers (one per seed)
                  fmt:str='.4g',  # a format spec for the numbers, e.g. '.2%'
                 ) -> str:
@@ -23,7 +28,7 @@ def format_value(value,          # a number, a string, or a list of numbers (one
     if isinstance(value, str): return value
     if isinstance(value, (list, tuple)):
         if len(value) == 1: return format_value(value[0], fmt)
-        m, s = statistics.mean(value), statistics.stdev(value)
+        m, s = _mean_std([float(v) for v in value])
         return f"{m:{fmt}} ± {s:{fmt}} (n = {len(value)})"
     return f"{value:{fmt}}"
 
@@ -83,31 +88,46 @@ def t_cdf(t:float,   # the value (±inf allowed)
     "P(T <= t) for Student's t distribution with `df` degrees of freedom"
     _check_df(df)
     if math.isnan(t): raise ValueError("t_cdf: t is nan")
+    if t * t < df:     # near the centre, P(|T| <= |t|) = I_{t²/(ν+t²)}(1/2, ν/2) keeps the digits
+        inner = 0.5 * betainc(0.5, df / 2, t * t / (df + t * t))
+        return 0.5 + inner if t > 0 else 0.5 - inner
     tail = 0.5 * betainc(df / 2, 0.5, df / (df + t * t))   # P(T <= -|t|)
     return 1 - tail if t > 0 else tail
+
+def _t_pdf(t:float, df:float) -> float:
+    "The density of Student's t distribution with `df` degrees of freedom"
+    return math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+                    - (df + 1) / 2 * math.log1p(t * t / df))
 
 def t_quantile(q:float,   # a probability, 0 < q < 1
                df:float,  # ν
               ) -> float:
-    "The q-quantile of Student's t distribution: t_cdf(t_quantile(q, df), df) == q (bisection)"
+    "The q-quantile of Student's t distribution: t_cdf(t_quantile(q, df), df) == q"
     if not 0 < q < 1: raise ValueError(f"q must be in (0, 1), got {q}")
     _check_df(df)
     return _t_quantile(float(q), float(df))
 
 @functools.lru_cache(maxsize=1024)   # a page asks for the same few quantiles again and again
 def _t_quantile(q:float, df:float) -> float:
-    "`t_quantile` by bisection on `t_cdf`, for checked arguments"
+    "`t_quantile` by Newton's method on `t_cdf`, inside a bracket; bisection where a step leaves it"
     lo, hi = -1.0, 1.0
     while t_cdf(lo, df) > q: lo *= 2
     while t_cdf(hi, df) < q: hi *= 2
-    while hi - lo > 1e-13 * max(1.0, abs(lo), abs(hi)):
-        mid = (lo + hi) / 2
-        if t_cdf(mid, df) < q: lo = mid
-        else: hi = mid
-    return (lo + hi) / 2
+    t = (lo + hi) / 2
+    for _ in range(200):
+        f = t_cdf(t, df) - q
+        if f < 0: lo = t
+        else: hi = t
+        new = t - f / _t_pdf(t, df)                       # Newton: the density is the slope
+        if not lo < new < hi: new = (lo + hi) / 2         # a step out of the bracket: bisect
+        if abs(new - t) <= 1e-14 * max(1.0, abs(new)) or hi - lo <= 1e-13 * max(1.0, abs(hi)):
+            return new
+        t = new
+    return t
 
 # %% ../nbs/b_stats.ipynb #b8d64cff
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Literal, Mapping, Sequence
 
 @dataclass(frozen=True)
 class Verdict:
@@ -116,40 +136,72 @@ class Verdict:
     mean_a:float; std_a:float; n_a:int   # A over its seeds (sample std: n - 1)
     mean_b:float; std_b:float; n_b:int
     diff:float             # the estimated A − B (paired: the mean of the per-seed differences)
-    low:float; high:float  # its 1 − α confidence interval
-    p:float                # two-sided p-value of "no difference" (no spread: 0, or nan if A = B)
-    test:str               # 'paired t' or 'Welch t'
+    low:float; high:float  # its confidence interval (nan where no spread leaves no t interval)
+    p:float                # two-sided p-value (after Holm's correction where `family` is set)
+    test:str               # e.g. 'paired t', 'Welch t, ν = min(n) − 1', 'TOST paired t'
     alpha:float            # the test's level
-    word:str               # 'better', 'worse' or 'not resolved' (A against B)
+    word:str               # 'better', 'worse', 'not resolved' (or 'equivalent' for TOST)
     text:str               # the sentence, computed from the numbers
+    family:str|None=None   # the family whose Holm correction gave `word` (None: read alone)
+    family_size:int=1      # the number of comparisons in that family
+    p_alone:float|None=None  # the p-value before the correction (None: not corrected)
     def __str__(self): return self.text
     @property
     def margin(self) -> float:
         "Half the width of the confidence interval: diff ± margin"
         return (self.high - self.low) / 2
+    @property
+    def interval(self) -> str:
+        "The difference and its interval in words, e.g. 'A − B = +0.02, 95 % CI -0.01 to +0.05'"
+        A, B = self.names
+        if math.isnan(self.low): return f"{A} − {B} = {self.diff:+.3g} with no spread, no interval"
+        level = 1 - 2 * self.alpha if self.test.startswith('TOST') else 1 - self.alpha
+        alone = ', read alone' if self.family else ''
+        return (f"{A} − {B} = {self.diff:+.3g}, {round(100 * level)} % CI{alone} "
+                f"{self.low:+.3g} to {self.high:+.3g}")
+    def say(self, better:str, worse:str) -> str:
+        "A page's words for a resolved verdict; the rule's words and the interval when not resolved"
+        if self.word == 'better': return better
+        if self.word == 'worse': return worse
+        fam = f" in the family {self.family!r} (Holm)" if self.family else ''
+        if self.word == 'equivalent':
+            return f"equivalent within the stated margin{fam} ({self.interval})"
+        return f"not resolved at this budget{fam} ({self.interval})"
 
 SPREAD_RTOL = 1e-9   # a standard error below this fraction of |A − B| counts as no spread
 EQUAL_RTOL = 1e-12   # no spread and |A − B| below this fraction of the values' size: A = B
+SEEDS_WARNING = ("Are the seeds independent? Runs that share a seed by mistake give identical "
+                 "numbers, and look like this.")
 
-def _verdict(names, stats_a, stats_b, diff, se, df, test, alpha, higher_is_better, fmt, shown, n):
+def _no_spread(names, stats_a, stats_b, diff, p_exact, exact, test, alpha, higher_is_better,
+               fmt, shown, how):
+    "The verdict when A − B has no spread: no t test; an exact test that is valid for counts"
+    A, B = names
+    a_, b_ = shown
+    same = "in every seed" if test == 'paired t' else "with no spread in either method"
+    nan = float('nan')
+    if abs(diff) <= EQUAL_RTOL * max(abs(stats_a[0]), abs(stats_b[0])):      # equal up to rounding
+        text = (f"{A} ({a_}) against {B} ({b_}): {A} − {B} = 0 {same}, so there is nothing to "
+                f"test; equal numbers on these seeds do not show equal methods ({how})")
+        return Verdict(names, *stats_a, *stats_b, 0.0, nan, nan, nan, test, alpha,
+                       'not resolved', text)
+    word = ('better' if (diff > 0) == higher_is_better else 'worse') if p_exact < alpha \
+        else 'not resolved'
+    said = (f"{A} ({a_}) is {word} than {B} ({b_})" if word != 'not resolved' else
+            f"{A} ({a_}) against {B} ({b_}): not resolved at this budget")
+    text = (f"{said}: {A} − {B} = {diff:+{fmt}} {same}, a spread of zero that no t interval can "
+            f"judge; {exact} gives p = {p_exact:.2g}. {SEEDS_WARNING}")
+    return Verdict(names, *stats_a, *stats_b, diff, nan, nan, p_exact, test, alpha, word, text)
+
+def _verdict(names, stats_a, stats_b, diff, se, df, test, alpha, higher_is_better, fmt, shown, n,
+             p_exact, exact):
     "Interval, p-value, word and sentence from a difference, its standard error and its d.o.f."
     A, B = names
     a_, b_ = shown
     how = f"{test}, n = {n}"
     if se <= SPREAD_RTOL * abs(diff):  # no spread (up to rounding): the same A − B every time
-        low = high = diff
-        same = "in every seed" if test == 'paired t' else "with no spread in either method"
-        if abs(diff) <= EQUAL_RTOL * max(abs(stats_a[0]), abs(stats_b[0])):
-            diff = low = high = 0.0                                   # equal up to rounding
-            p, word = float('nan'), 'not resolved'
-            text = (f"{A} ({a_}) and {B} ({b_}) are equal, {A} − {B} = 0 {same}: there is no "
-                    f"difference to test ({how})")
-        else:
-            p = 0.0
-            word = 'better' if (diff > 0) == higher_is_better else 'worse'
-            text = (f"{A} ({a_}) is {word} than {B} ({b_}): {A} − {B} = {diff:+{fmt}} {same}, "
-                    f"so no test is needed ({how})")
-        return Verdict(names, *stats_a, *stats_b, diff, low, high, p, test, alpha, word, text)
+        return _no_spread(names, stats_a, stats_b, diff, p_exact, exact, test, alpha,
+                          higher_is_better, fmt, shown, how)
     half = t_quantile(1 - alpha / 2, df) * se
     low, high = diff - half, diff + half
     p = 2 * t_cdf(-abs(diff) / se, df)
@@ -167,17 +219,9 @@ def _verdict(names, stats_a, stats_b, diff, se, df, test, alpha, higher_is_bette
 def _check_alpha(alpha):
     if not 0 < alpha < 1: raise ValueError(f"alpha must be in (0, 1), got {alpha}")
 
-def seed_verdict(a,   # method A: one value per seed (a list, a tensor, an array)
-                 b,   # method B: one value per seed
-                 *, names:tuple[str, str],  # what A and B are called in the sentence
-                 higher_is_better:bool,     # True for an accuracy, False for a loss
-                 paired:bool,               # True: a[i] and b[i] share seed i (the usual case)
-                 alpha:float=0.05,          # the test's level: its rate of false alarms
-                 fmt:str='.4g',             # how to show the numbers
-                ) -> Verdict:
-    "Is A better than B across seeds? A two-sided t test (paired, or Welch's) and its interval"
+def _per_seed(a, b, names, paired) -> tuple[list[float], list[float]]:
+    "Both methods' per-seed values as floats, checked: finite, at least 2, equal counts if paired"
     a, b = [float(v) for v in a], [float(v) for v in b]
-    _check_alpha(alpha)
     for name, v in zip(names, (a, b)):
         if len(v) < 2: raise ValueError(f"{name}: {len(v)} seed(s); a verdict needs at least 2")
         bad = [x for x in v if not math.isfinite(x)]
@@ -186,26 +230,46 @@ def seed_verdict(a,   # method A: one value per seed (a list, a tensor, an array
     if paired and len(a) != len(b):
         raise ValueError(f"paired=True needs one value per seed for both: "
                          f"{len(a)} and {len(b)} values")
-    stats_a = (statistics.mean(a), statistics.stdev(a), len(a))
-    stats_b = (statistics.mean(b), statistics.stdev(b), len(b))
+    return a, b
+
+def seed_verdict(a,   # method A: one value per seed (a list, a tensor, an array)
+                 b,   # method B: one value per seed
+                 *, names:tuple[str, str],  # what A and B are called in the sentence
+                 higher_is_better:bool,     # True for an accuracy, False for a loss
+                 paired:bool,               # True: a[i] and b[i] share seed i (the usual case)
+                 alpha:float=0.05,          # the test's level: its rate of false alarms
+                 fmt:str='.4g',             # how to show the numbers
+                 nu:Literal['hsu', 'welch']='hsu',  # unpaired only: the d.o.f., see `stats_verdict`
+                ) -> Verdict:
+    "Is A better than B across seeds? A two-sided t test (paired, or Welch's) and its interval"
+    _check_alpha(alpha)
+    a, b = _per_seed(a, b, names, paired)
+    stats_a, stats_b = (*_mean_std(a), len(a)), (*_mean_std(b), len(b))
     shown = (format_value(a, fmt), format_value(b, fmt))
     if not paired:
         return stats_verdict(stats_a, stats_b, names=names, higher_is_better=higher_is_better,
-                             alpha=alpha, fmt=fmt, shown=shown)
+                             alpha=alpha, fmt=fmt, shown=shown, nu=nu)
     d = [x - y for x, y in zip(a, b)]                               # per-seed differences
     n = len(d)
-    se = statistics.stdev(d) / math.sqrt(n)
-    return _verdict(names, stats_a, stats_b, statistics.mean(d), se, n - 1, 'paired t', alpha,
-                    higher_is_better, fmt, shown, n)
+    mean_d, sd_d = _mean_std(d)
+    return _verdict(names, stats_a, stats_b, mean_d, sd_d / math.sqrt(n), n - 1, 'paired t',
+                    alpha, higher_is_better, fmt, shown, n, p_exact=min(1.0, 2 * 0.5 ** n),
+                    exact=f"the sign test ({n} of {n} seeds on one side)")
 
-def stats_verdict(a:tuple[float, float, int],   # (mean, sample std, number of seeds) of method A
-                  b:tuple[float, float, int],   # the same for method B
-                  *, names:tuple[str, str], higher_is_better:bool,
-                  alpha:float=0.05, fmt:str='.4g',
-                  shown:tuple[str, str]|None=None,   # how A's and B's numbers are written
-                 ) -> Verdict:
-    "Welch's t test on recorded statistics (different seeds, or a benchmark's printout)"
-    _check_alpha(alpha)
+def _unpaired(a, b, nu):
+    "A − B, its standard error and its d.o.f. from (mean, std, count) pairs; the test's name"
+    (ma, sa, na), (mb, sb, nb) = a, b
+    va, vb = sa ** 2 / na, sb ** 2 / nb
+    if nu == 'hsu': df, test = min(na, nb) - 1, 'Welch t, ν = min(n) − 1'
+    elif nu == 'welch':
+        den = va ** 2 / (na - 1) + vb ** 2 / (nb - 1)
+        df = (va + vb) ** 2 / den if den > 0 else na + nb - 2     # Welch–Satterthwaite
+        test = 'Welch t'
+    else: raise ValueError(f"nu must be 'hsu' or 'welch', got {nu!r}")
+    return ma - mb, math.sqrt(va + vb), df, test
+
+def _check_stats(names, a, b):
+    "A ValueError unless each of a, b is (finite mean, finite std >= 0, whole count >= 2)"
     for name, (m, sd, count) in zip(names, (a, b)):
         if not (math.isfinite(m) and math.isfinite(sd)):
             raise ValueError(f"{name}: mean {m} and std {sd} must be finite numbers")
@@ -213,12 +277,193 @@ def stats_verdict(a:tuple[float, float, int],   # (mean, sample std, number of s
         if not (float(count).is_integer() and count >= 2):
             raise ValueError(f"{name}: the number of seeds must be a whole number >= 2, "
                              f"got {count}")
-    (ma, sa, na), (mb, sb, nb) = a, b
-    na, nb = int(na), int(nb)
-    va, vb = sa ** 2 / na, sb ** 2 / nb
-    se = math.sqrt(va + vb)
-    den = va ** 2 / (na - 1) + vb ** 2 / (nb - 1)
-    df = (va + vb) ** 2 / den if den > 0 else na + nb - 2    # Welch–Satterthwaite
-    shown = shown or (f"{ma:{fmt}} ± {sa:{fmt}}", f"{mb:{fmt}} ± {sb:{fmt}}")
-    return _verdict(names, (ma, sa, na), (mb, sb, nb), ma - mb, se, df, 'Welch t', alpha,
-                    higher_is_better, fmt, shown, f"{na} + {nb}")
+
+def stats_verdict(a:tuple[float, float, int],   # (mean, sample std, number of seeds) of method A
+                  b:tuple[float, float, int],   # the same for method B
+                  *, names:tuple[str, str], higher_is_better:bool,
+                  alpha:float=0.05, fmt:str='.4g',
+                  shown:tuple[str, str]|None=None,   # how A's and B's numbers are written
+                  nu:Literal['hsu', 'welch']='hsu',  # d.o.f.: min(n_a, n_b) − 1, or Welch's ν
+                 ) -> Verdict:
+    "Welch's t test on recorded statistics (different seeds, or a benchmark's printout)"
+    _check_alpha(alpha)
+    _check_stats(names, a, b)
+    a, b = (a[0], a[1], int(a[2])), (b[0], b[1], int(b[2]))
+    diff, se, df, test = _unpaired(a, b, nu)
+    shown = shown or (f"{a[0]:{fmt}} ± {a[1]:{fmt}}", f"{b[0]:{fmt}} ± {b[1]:{fmt}}")
+    na, nb = a[2], b[2]
+    return _verdict(names, a, b, diff, se, df, test, alpha, higher_is_better, fmt, shown,
+                    f"{na} + {nb}", p_exact=min(1.0, 2 / math.comb(na + nb, na)),
+                    exact=f"the rank-sum test (all {na} above all {nb}, or below)")
+
+# %% ../nbs/b_stats.ipynb #640a2deb
+def equivalence_verdict(a,   # method A: one value per seed
+                        b,   # method B: one value per seed
+                        *, margin:float,           # equal means |A − B| < margin, fixed in advance
+                        names:tuple[str, str], paired:bool,
+                        alpha:float=0.05,          # each one-sided test's level
+                        fmt:str='.4g',
+                        nu:Literal['hsu', 'welch']='hsu',  # unpaired only, as in `stats_verdict`
+                       ) -> Verdict:
+    "Are A and B equal within ±margin? Two one-sided t tests (TOST): 'equivalent' or 'not resolved'"
+    _check_alpha(alpha)
+    if not (math.isfinite(margin) and margin > 0):
+        raise ValueError(f"margin must be a finite number > 0, got {margin}")
+    a, b = _per_seed(a, b, names, paired)
+    A, B = names
+    stats_a, stats_b = (*_mean_std(a), len(a)), (*_mean_std(b), len(b))
+    if paired:
+        diff, sd = _mean_std([x - y for x, y in zip(a, b)])
+        se, df, test, n = sd / math.sqrt(len(a)), len(a) - 1, 'TOST paired t', f"{len(a)}"
+    else:
+        diff, se, df, test = _unpaired(stats_a, stats_b, nu)
+        test, n = f"TOST {test}", f"{len(a)} + {len(b)}"
+    a_, b_ = format_value(a, fmt), format_value(b, fmt)
+    nan = float('nan')
+    if se <= SPREAD_RTOL * max(abs(diff), margin):        # no spread: no t interval to judge
+        text = (f"{A} ({a_}) against {B} ({b_}): equivalence within ±{margin:{fmt}} not resolved "
+                f"at this budget; {A} − {B} = {diff:+{fmt}} with no spread, which no t interval "
+                f"can judge ({test}, n = {n}). {SEEDS_WARNING}")
+        return Verdict(names, *stats_a, *stats_b, diff, nan, nan, nan, test, alpha,
+                       'not resolved', text)
+    p = max(1 - t_cdf((diff + margin) / se, df),   # against A − B <= −margin
+            t_cdf((diff - margin) / se, df))       # against A − B >= +margin
+    half = t_quantile(1 - alpha, df) * se            # the 1 − 2α interval: inside ±margin iff p < α
+    low, high = diff - half, diff + half
+    word = 'equivalent' if p < alpha else 'not resolved'
+    ci = f"{round(100 * (1 - 2 * alpha))} % CI {low:+{fmt}} to {high:+{fmt}}"
+    how = f"{test}, n = {n}, p = {p:.2g}"
+    if word == 'equivalent':
+        text = (f"{A} ({a_}) and {B} ({b_}) are equivalent within ±{margin:{fmt}}: "
+                f"{A} − {B} = {diff:+{fmt}} ({ci} lies inside ±{margin:{fmt}}; {how})")
+    else:
+        text = (f"{A} ({a_}) against {B} ({b_}): equivalence within ±{margin:{fmt}} not resolved "
+                f"at this budget, {A} − {B} = {diff:+{fmt}} ({ci} reaches beyond "
+                f"±{margin:{fmt}}; {how})")
+    return Verdict(names, *stats_a, *stats_b, diff, low, high, p, test, alpha, word, text)
+
+# %% ../nbs/b_stats.ipynb #4d6370ed
+def holm(p:Sequence[float],   # the family's p-values, one per comparison (nan: nothing to test)
+        ) -> list[float]:     # Holm-adjusted p-values, in the same order
+    "Holm's step-down correction: comparison i is resolved within the family if its adjusted p < α"
+    p = [float(x) for x in p]
+    bad = [x for x in p if not (math.isnan(x) or 0 <= x <= 1)]
+    if bad: raise ValueError(f"a p-value must lie in [0, 1] (or be nan), got {bad[0]}")
+    m = len(p)
+    key = lambda i: 1.0 if math.isnan(p[i]) else p[i]   # nothing to test: as p = 1
+    adjusted, running = [0.0] * m, 0.0
+    for rank, i in enumerate(sorted(range(m), key=key)):      # smallest p first
+        running = max(running, min(1.0, (m - rank) * key(i)))  # (m − rank)·p, never decreasing
+        adjusted[i] = float('nan') if math.isnan(p[i]) else running
+    return adjusted
+
+def holm_verdicts(verdicts:Mapping,   # name -> Verdict: every comparison of one family
+                  *, family:str,      # the family's name, as the sentences will say it
+                 ) -> dict:           # name -> the corrected Verdict
+    "The family's verdicts after Holm's correction: adjusted p, word and sentence"
+    vs = dict(verdicts)
+    if not vs: raise ValueError(f"family {family!r} has no comparisons")
+    for k, v in vs.items():
+        if v.family is not None:
+            raise ValueError(f"{k!r} was already corrected in the family {v.family!r}")
+    alphas = {v.alpha for v in vs.values()}
+    if len(alphas) > 1: raise ValueError(f"family {family!r} mixes levels {sorted(alphas)}")
+    (alpha,), m = alphas, len(vs)
+    out = {}
+    for (k, v), q in zip(vs.items(), holm([v.p for v in vs.values()])):
+        word = v.word if q < alpha else 'not resolved'    # q >= p: Holm only takes words away
+        where = f"in the family {family!r} of {m} (Holm-adjusted p = {q:.2g})"
+        if word == v.word == 'not resolved': text = f"{v.text}; not resolved {where} either"
+        elif word == v.word: text = f"{v.text}; still {word} {where}"
+        else: text = (f"{v.names[0]} against {v.names[1]}: not resolved at this budget {where}; "
+                      f"read alone, {v.text}")
+        out[k] = replace(v, p=q, word=word, text=text, family=family, family_size=m,
+                         p_alone=v.p)
+    return out
+
+@dataclass(frozen=True)
+class Claim:
+    "A claim-level conclusion from a family's corrected verdicts; `str(claim)` is the sentence"
+    word:str       # 'holds', 'fails', 'depends', 'partly' or 'not resolved'
+    text:str       # the sentence
+    family:str     # the family it was read from
+    def __str__(self): return self.text
+
+def claim(corrected:Mapping,   # name -> Verdict corrected by `holm_verdicts` (one family)
+          *, factor:str|None=None,   # what the names vary, for "depends on ..." (e.g. 'the rate')
+         ) -> Claim:
+    "'A is better than B' read over a family: holds, fails, depends on the factor, partly, or not"
+    vs = dict(corrected)
+    fams = {v.family for v in vs.values()}
+    if not vs or None in fams or len(fams) > 1:
+        raise ValueError(f"claim needs verdicts corrected in one family (holm_verdicts, "
+                         f"Family.corrected), got families {fams or '{}'}")
+    if {v.word for v in vs.values()} - {'better', 'worse', 'not resolved'}:
+        raise ValueError("claim reads 'better'/'worse' verdicts; equivalence needs its own family")
+    (family,) = fams
+    size = next(iter(vs.values())).family_size
+    on = lambda w: [k for k, v in vs.items() if v.word == w]
+    better, worse, k = on('better'), on('worse'), len(vs)
+    of = f"{k} comparison{'s' * (k != 1)} in the family {family!r} of {size}, Holm"
+    if better and worse:
+        word = 'depends'
+        text = (f"depends on {factor or 'the setting'}: better at {', '.join(map(str, better))}, "
+                f"worse at {', '.join(map(str, worse))} ({of})")
+    elif len(better) == k: word, text = 'holds', f"holds: better in all {of}"
+    elif worse: word, text = 'fails', (f"fails: worse at {', '.join(map(str, worse))}, "
+                                       f"{len(worse)} of {of}")
+    elif better: word, text = 'partly', (f"partly: better at {', '.join(map(str, better))}, "
+                                         f"{len(better)} of {of}; the rest not resolved "
+                                         f"at this budget")
+    else: word, text = 'not resolved', f"not resolved at this budget: none of the {of} resolved"
+    return Claim(word, text, family)
+
+class Family:
+    "Comparisons read together: named with their members before they run; Holm's correction within"
+    def __init__(self, name:str,             # what the family asks, e.g. 'CLS vs mean, per rate'
+                 members:Sequence[str],      # one name per comparison, fixed before any runs
+                 *, alpha:float=0.05):       # the family-wise level
+        _check_alpha(alpha)
+        members = tuple(members)
+        if not members or len(set(members)) != len(members):
+            raise ValueError(f"family {name!r}: members must be distinct and not empty, "
+                             f"got {members}")
+        self.name, self.members, self.alpha = name, members, alpha
+        self.verdicts:dict[str, Verdict] = {}
+
+    def add(self, member:str, verdict:Verdict) -> Verdict:
+        "Record the verdict of one declared comparison (read alone); returns it"
+        if member not in self.members:
+            raise ValueError(f"{member!r} is not a member of the family {self.name!r}, declared "
+                             f"as {self.members}")
+        if member in self.verdicts:
+            raise ValueError(f"{member!r} of the family {self.name!r} has already run")
+        if verdict.alpha != self.alpha or verdict.family is not None:
+            raise ValueError(f"{member!r}: a verdict read alone at the family's level "
+                             f"{self.alpha} is needed, got level {verdict.alpha}, "
+                             f"family {verdict.family!r}")
+        self.verdicts[member] = verdict
+        return verdict
+
+    def compare(self, member:str, a, b, **kwargs) -> Verdict:
+        "`seed_verdict(a, b, **kwargs)` at the family's level, recorded as `member`"
+        return self.add(member, seed_verdict(a, b, alpha=self.alpha, **kwargs))
+
+    def corrected(self) -> dict[str, Verdict]:
+        "Every member's verdict after Holm's correction; all declared members must have run"
+        missing = [m for m in self.members if m not in self.verdicts]
+        if missing:
+            raise ValueError(f"family {self.name!r}: {len(missing)} of {len(self.members)} "
+                             f"declared comparisons have not run ({', '.join(missing)}); "
+                             f"Holm's correction needs them all")
+        return holm_verdicts({m: self.verdicts[m] for m in self.members}, family=self.name)
+
+    def claim(self, members:Sequence[str]|None=None,  # the comparisons the claim covers (all)
+              *, factor:str|None=None) -> Claim:
+        "The claim-level word over some or all members, from the corrected verdicts"
+        fixed = self.corrected()
+        return claim({m: fixed[m] for m in (members or self.members)}, factor=factor)
+
+    def __repr__(self):
+        return (f"Family({self.name!r}, {len(self.verdicts)} of {len(self.members)} run, "
+                f"alpha={self.alpha})")
