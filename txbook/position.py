@@ -13,7 +13,7 @@ from torch import nn, Tensor
 
 # %% auto #0
 __all__ = ['RopeLayout', 'sinusoidal_encoding', 'LearnedPositionEmbedding', 'sincos_2d_encoding', 'relative_position_index',
-           'RelativePositionBias', 'apply_rope', 'RotaryEmbedding']
+           'RelativePositionBias', 'alibi_slopes', 'apply_rope', 'RotaryEmbedding']
 
 # %% ../nbs/04_position.ipynb #d1f9d272
 def sinusoidal_encoding(n:int,             # number of positions N
@@ -93,6 +93,18 @@ class RelativePositionBias(nn.Module):
 
     def forward(self) -> Tensor: # (H, N, N)
         return self.table[self.index].permute(2, 0, 1)
+
+# %% ../nbs/04_position.ipynb #baffa220
+def alibi_slopes(n_heads:int,   # H
+                ) -> Tensor:    # (H,) float64: head h adds -slope[h] · (n - n') to its logits
+    "ALiBi's slopes as its reference code computes them (not the paper's formula when H is not 2^k)"
+    if not (isinstance(n_heads, int) and n_heads >= 1):
+        raise ValueError(f"alibi_slopes needs a whole number of heads >= 1, got {n_heads!r}")
+    def power_of_two(h):                                        # 2^(-8/h), 2^(-16/h), ...
+        return [2.0 ** (-8 * (i + 1) / h) for i in range(h)]
+    below = 2 ** math.floor(math.log2(n_heads))                 # the largest power of two <= H
+    extra = power_of_two(2 * below)[0::2][:n_heads - below]     # every other slope of the next
+    return torch.tensor(power_of_two(below) + extra, dtype=torch.float64)
 
 # %% ../nbs/04_position.ipynb #46985e7f
 RopeLayout = Literal['interleaved', 'half']
