@@ -137,8 +137,8 @@ class Verdict:
     mean_b:float; std_b:float; n_b:int
     diff:float             # the estimated A − B (paired: the mean of the per-seed differences)
     low:float; high:float  # its confidence interval (nan where no spread leaves no t interval)
-    p:float                # two-sided p-value (after Holm's correction where `family` is set)
-    test:str               # e.g. 'paired t', 'Welch t, ν = min(n) − 1', 'TOST paired t'
+    p:float                # the test's p-value (after Holm's correction where `family` is set)
+    test:str               # 'paired t', 'Welch t, ν = min(n) − 1', 'sign test', 'TOST paired t', ...
     alpha:float            # the test's level
     word:str               # 'better', 'worse', 'not resolved' (or 'equivalent' for TOST)
     text:str               # the sentence, computed from the numbers
@@ -191,7 +191,8 @@ def _no_spread(names, stats_a, stats_b, diff, p_exact, exact, test, alpha, highe
             f"{A} ({a_}) against {B} ({b_}): not resolved at this budget")
     text = (f"{said}: {A} − {B} = {diff:+{fmt}} {same}, a spread of zero that no t interval can "
             f"judge; {exact} gives p = {p_exact:.2g}. {SEEDS_WARNING}")
-    return Verdict(names, *stats_a, *stats_b, diff, nan, nan, p_exact, test, alpha, word, text)
+    used = 'sign test' if test == 'paired t' else 'rank-sum test'       # what gave p and the word
+    return Verdict(names, *stats_a, *stats_b, diff, nan, nan, p_exact, used, alpha, word, text)
 
 def _verdict(names, stats_a, stats_b, diff, se, df, test, alpha, higher_is_better, fmt, shown, n,
              p_exact, exact):
