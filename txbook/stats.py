@@ -138,7 +138,7 @@ class Verdict:
     diff:float             # the estimated A − B (paired: the mean of the per-seed differences)
     low:float; high:float  # its confidence interval (nan where no spread leaves no t interval)
     p:float                # the test's p-value (after Holm's correction where `family` is set)
-    test:str               # 'paired t', 'Welch t, ν = min(n) − 1', 'sign test', 'TOST paired t', ...
+    test:str               # 'paired t', 'Welch t, ν = min(n) − 1', 'sign test', 'TOST ...'
     alpha:float            # the test's level
     word:str               # 'better', 'worse', 'not resolved' (or 'equivalent' for TOST)
     text:str               # the sentence, computed from the numbers
