@@ -238,9 +238,9 @@ def load_cifar10(split:Literal['train','test']='train', # 50,000 training or 10,
     if split not in ('train', 'test'):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     fname = 'cifar-10-python.tar.gz'
-    if path is not None and Path(path).is_file(): tgz = Path(path)
-    else: tgz = _locate('cifar10', fname, [CIFAR10_URL], CIFAR10_SHA256, path)
-    tgz = _verified(tgz, CIFAR10_SHA256)                  # a local copy too, not just a download
+    if path is not None and Path(path).is_file(): tgz = Path(path)   # named: read as it is
+    else: tgz = _verified(_locate('cifar10', fname, [CIFAR10_URL], CIFAR10_SHA256, path),
+                          CIFAR10_SHA256)                 # found or downloaded: checked
     names = [f'data_batch_{i}' for i in range(1, 6)] if split == 'train' else ['test_batch']
     with tarfile.open(tgz, 'r:gz') as tar:
         members = {Path(m.name).name: m for m in tar.getmembers() if m.isfile()}
