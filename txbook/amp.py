@@ -85,6 +85,7 @@ def check_master_weights(model:nn.Module,
     if amp is not None:
         raise ValueError(f"mixed precision ({str(amp).removeprefix('torch.')}) keeps float32 "
                          f"weights and computes in 16 bits, but {which}: call model.float() first")
-    warnings.warn(f"{which}: without autocast the optimiser steps them as they are, and an update "
-                  f"below 2^-8 (bfloat16) or 2^-11 (float16) of a weight is lost; call model.float() "
-                  f"to keep float32 weights (and pass precision='bf16' or 'fp16' for 16-bit compute)")
+    warnings.warn(f"{which}: without autocast the optimiser steps them as they are, and an "
+                  f"update below 2^-8 (bfloat16) or 2^-11 (float16) of a weight is lost; call "
+                  f"model.float() to keep float32 weights (and precision='bf16' or 'fp16' for "
+                  f"16-bit compute)")

@@ -146,7 +146,7 @@ from typing import Callable
 _NOT_RECORDED = {'params', 'lr', 'initial_lr', 'foreach', 'fused', 'capturable', 'differentiable'}
 
 def _named(v):
-    "A record's value: a dtype by its name, code by 'module.name' (a partial's function), else itself"
+    "A record's value: a dtype by its name, code by 'module.name' (a partial's function), or itself"
     if isinstance(v, torch.dtype): return str(v).removeprefix('torch.')
     if not callable(v): return v
     f = getattr(v, 'func', v)                             # functools.partial: its function
@@ -222,4 +222,5 @@ class Checkpoint:
         "The weights, optimiser, schedule, loss scale, history and record of the run, at `step`"
         meta = {'history': history, 'run': run}
         if scaler is not None and scaler.is_enabled(): meta['grad_scaler'] = scaler.state_dict()
-        return save_checkpoint(self.path, model, optimizer, scheduler, step=step, meta=meta, rng=rng)
+        return save_checkpoint(self.path, model, optimizer, scheduler, step=step, meta=meta,
+                               rng=rng)

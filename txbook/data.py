@@ -310,8 +310,9 @@ class TensorLoader:
 
     def describe(self) -> dict:
         "What decides the batches, for a checkpoint's record of its run"
-        return {'rows': len(self.tensors[0]), 'batch_size': self.batch_size, 'shuffle': self.shuffle,
-                'seed': self.seed, 'drop_last': self.drop_last, 'transform': self.transform}
+        return {'rows': len(self.tensors[0]), 'batch_size': self.batch_size,
+                'shuffle': self.shuffle, 'seed': self.seed, 'drop_last': self.drop_last,
+                'transform': self.transform}
 
     def __len__(self):
         n = len(self.tensors[0])

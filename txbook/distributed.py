@@ -142,15 +142,15 @@ from .data import EpochLoader
 class TorchLoader:
     "A PyTorch `DataLoader` as an `EpochLoader`: the epoch told to its samplers, a start skipped"
     def __init__(self, dl:DataLoader,
-                 *, per_rank:bool|None=None,   # default: True iff it draws from a DistributedSampler
+                 *, per_rank:bool|None=None,   # default: whether it has a DistributedSampler
                 ):
         self.dl, self.start, bs = dl, 0, dl.batch_sampler
         parts = (dl, dl.sampler, bs, getattr(bs, 'sampler', None))
         self.sampler = next((s for s in parts if isinstance(s, DistributedSampler)), None)
         if per_rank is False and self.sampler is not None:
-            raise ValueError("per_rank=False, but the loader draws from a DistributedSampler, which "
-                             "already gives each rank its own samples (cutting them again would "
-                             "train each rank on a part of its part)")
+            raise ValueError("per_rank=False, but the loader draws from a DistributedSampler, "
+                             "which already gives each rank its own samples (cutting them again "
+                             "would train each rank on a part of its part)")
         self.per_rank = self.sampler is not None if per_rank is None else per_rank
         owners = [p for p in parts if callable(getattr(p, 'set_epoch', None))]   # Lightning's rule
         self.owners = list({id(p): p for p in owners}.values())

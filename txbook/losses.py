@@ -35,14 +35,14 @@ __all__ = ['classification_loss', 'accuracy', 'lm_loss', 'ModelOutput', 'default
 class ModelOutput(NamedTuple):
     "A model's output when its loss has a term of its own: the logits, that term, its parts"
     logits: Tensor|None         # (B, ..., K) the class scores the targets score (None: no targets)
-    loss: Tensor|None           # scalar: the model's own loss term, its weight λ applied (None: none)
+    loss: Tensor|None           # scalar: the model's own loss term, its λ applied (None: none)
     metrics: dict[str, Tensor]  # the term's parts to log, as 0-dim tensors on the device
 
 def default_loss(out:Tensor|ModelOutput,  # the model's logits (B, ..., K), or a `ModelOutput`
                  targets:Tensor|None=None, # (B, ...) class indices, -100 = ignored; None: no labels
                  *, label_smoothing:float=0.0, # ε of the cross-entropy
                 ) -> tuple[Tensor, dict[str, Tensor], Tensor|None]: # loss, metrics, weight
-    "`fit`'s loss: cross-entropy of logits vs targets, accuracy, target count; + the model's own term"
+    "`fit`'s loss: cross-entropy of logits vs targets, accuracy, target count; + the model's term"
     own, metrics = None, {}
     if isinstance(out, ModelOutput): out, own, metrics = out.logits, out.loss, dict(out.metrics)
     if targets is None or out is None:                 # nothing to score: the model's own loss

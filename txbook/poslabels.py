@@ -202,7 +202,7 @@ class PositionLabelViT(nn.Module):
 
 # %% ../nbs/13_poslabels.ipynb #ebab57dc
 class PositionLabelSwin(nn.Module):
-    "A Swin with a position-label head on its last stage's tokens; its output carries λ·position loss"
+    "A Swin with a position-label head on its last stage's tokens; its output holds λ·position loss"
     def __init__(self, swin:Swin,                  # the classifier
                  head:APLHead|RPLHead,             # for the last stage's grid
                  *, lam:float=0.5,                 # λ, weight of the position loss (code: 0.5)

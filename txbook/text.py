@@ -168,7 +168,7 @@ def estimate_loss(model:nn.Module, data:Tensor, *, block_size:int, batch_size:in
 # %% ../nbs/05_text.ipynb #f539917a
 class Windows:
     "`n_batches` batches of `get_batch`'s random windows, the same for the same (seed, epoch)"
-    per_rank = False                    # torchrun: every rank draws the same windows; fit shards them
+    per_rank = False                    # torchrun: the same windows on every rank; fit shards them
     def __init__(self, data:Tensor,     # (n_tokens,) token ids of the whole text
                  block_size:int,        # N, window length
                  batch_size:int,        # B, windows per batch

@@ -49,7 +49,8 @@ def _answer(out) -> tuple[Tensor, dict, Tensor|float|None]:
     if not (weight is None or isinstance(weight, (int, float))
             or isinstance(weight, Tensor) and weight.ndim == 0):
         raise ValueError(f"a loss's weight (the units it averages over) is a number or a 0-dim "
-                         f"tensor, got {type(weight).__name__} {tuple(getattr(weight, 'shape', ()))}")
+                         f"tensor, got {type(weight).__name__} "
+                         f"{tuple(getattr(weight, 'shape', ()))}")
     if isinstance(weight, (int, float)) and weight < 0:
         raise ValueError(f"a loss's weight counts units, got {weight}")
     metrics = {k: v.detach() if isinstance(v, Tensor) else float(v) for k, v in metrics.items()}
@@ -313,14 +314,14 @@ def fit(model:nn.Module, train_dl, valid_dl=None, *,
         grad_clip:float|None=1.0,       # max global gradient norm (None: no clipping)
         accum_steps:int=1,              # loader batches per optimiser step (gradient accumulation)
         precision:Precision='auto',     # 'auto' (`amp_dtype`), 'fp32', 'bf16', 'fp16' (loss-scaled)
-        checkpoint:Checkpoint|str|Path|None=None, # where to save and resume (a path: Checkpoint(path))
+        checkpoint:Checkpoint|str|Path|None=None, # save and resume here (a path: Checkpoint(path))
         max_steps:int|None=None,        # stop (and save) after this many steps in total
         device=None,                    # default: `default_device()`; torchrun: the rank's GPU
         compile:bool=False,             # torch.compile (skipped, with a message, where it cannot)
         progress:bool|None=None,        # progress bar; default: on, except under nbdev-test
         verbose:bool=True,              # print one line per epoch (rank 0)
        ) -> dict:   # per step: 'loss', 'lr', metrics; per epoch: 'train_loss', 'valid_acc', ...
-    "Minimise `loss(model(*inputs), targets)` over `train_dl`; resumable, mixed-precision, data-parallel"
+    "Minimise `loss(model(*inputs), targets)` over `train_dl`: resumable, mixed precision, DDP"
     loss_fn = _loss_fn(loss, label_smoothing)
     if accum_steps < 1: raise ValueError(f"accum_steps must be >= 1, got {accum_steps}")
     train_dl = as_loader(train_dl)

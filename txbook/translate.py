@@ -78,10 +78,10 @@ def translation_loss(model:Transformer, batch:dict[str, Tensor], *,
                            ignore_index=0, label_smoothing=label_smoothing)  # 0 = PAD
 
 # %% ../nbs/07_translate.ipynb #be5c4ce1
-BATCH_KEYS = ('src', 'tgt_in', 'src_keep', 'tgt_out')   # a batch tuple: the inputs, then the targets
+BATCH_KEYS = ('src', 'tgt_in', 'src_keep', 'tgt_out')   # a batch: the inputs, then the targets
 
 class PairBatches:
-    "`steps` batches of `batch_size` random pairs per epoch, drawn from (seed, epoch): a loader for `fit`"
+    "`steps` batches of `batch_size` random pairs an epoch, drawn from (seed, epoch): fit's loader"
     per_rank = False                                # torchrun: every rank draws the same batches
     def __init__(self, tok:BPETokenizer,
                  pairs:list[tuple[str, str, str]], # (source, target, target language)
