@@ -91,8 +91,9 @@ def _evaluate(model:nn.Module, dl:EpochLoader, loss_fn:Callable, device:torch.de
                 loss, metrics, weight = _answer(loss_fn(model(*inputs), targets))
             w = k if weight is None else weight            # rows, unless the loss counts units
             for name, v in {'loss': loss.detach(), **metrics}.items():
-                v = v.double() if isinstance(v, Tensor) else v
-                sums[name] = sums.get(name, 0.0) + v * w
+                v = (v.double() if isinstance(v, Tensor) else v) * w
+                if isinstance(w, Tensor): v = torch.where(w > 0, v, 0.0)   # no units: not a NaN
+                sums[name] = sums.get(name, 0.0) + v
             total = total + w
     totals = reduce_sums([total, *sums.values()], device)  # add up the sums of all ranks, read once
     return {name: t / totals[0] for name, t in zip(sums, totals[1:])}
