@@ -29,7 +29,7 @@ from txbook.gpt import GPT, GPTConfig
 from txbook.text import CharTokenizer, Windows
 from txbook.train import evaluate, fit
 from txbook.amp import amp_dtype
-from txbook.optim import warmup_cosine
+from txbook.optim import adamw, warmup_cosine
 
 NANOGPT_VAL_LOSS = 1.4697   # nanoGPT's README: shakespeare-char, "best validation loss is 1.4697"
 
@@ -64,12 +64,13 @@ def main():
     with Stopwatch() as sw:                                         # waits for the GPU at both ends
         h = fit(model, windows(train_data, a.eval_every, a.seed),
                 windows(val_data, a.eval_iters, 0),
-                epochs=a.steps // a.eval_every, lr=1e-3, betas=(0.9, 0.99), weight_decay=0.1,
+                epochs=a.steps // a.eval_every, lr=1e-3,
+                optimizer=adamw(weight_decay=0.1, betas=(0.9, 0.99)),
                 schedule=partial(warmup_cosine, total=a.steps, warmup=100 if a.steps > 100 else 0,
                                  min_factor=0.1),                   # 1e-3 down to 1e-4
-                objective=GPT.objective, device=device, progress=False, verbose=False)
+                device=device, progress=False, verbose=False)       # the default loss: lm_loss
     wall = sw.wall
-    train_eval = evaluate(model, windows(train_data, a.eval_iters, 0), objective=GPT.objective,
+    train_eval = evaluate(model, windows(train_data, a.eval_iters, 0),
                           device=device)['loss']                   # eval mode, as nanoGPT's
     steps = [a.eval_every * (e + 1) for e in range(len(h['valid_loss']))]
     dtype = amp_dtype(device)

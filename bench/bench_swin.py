@@ -30,6 +30,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from txbook.core import seed_everything, default_device
 from txbook.perf import torch_threads, time_it, Stopwatch, fork_map
 from txbook.data import load_mnist, normalise, TensorLoader
+from txbook.optim import WarmupCosine
 from txbook.train import fit, predict
 from txbook.vit import ViT
 from txbook.swin import Swin                                      # chapter 12's class, not a copy
@@ -126,10 +127,9 @@ def train_rows(args, rows: dict) -> tuple[dict, dict]:
             Head = {'APL': APLHead, 'RPL': RPLHead}[labels]
             model = PositionLabelSwin(model, Head(model.d_out, grid=model.stage_grids(model.grid)[-1], kind=kind))
         dl = TensorLoader(train_x, train_y, batch_size=args.batch_size, shuffle=True, seed=seed)
-        how = dict(label_smoothing=0.1) if labels == 'none' else dict(objective=model.objective)
-        with Stopwatch() as sw, torch_threads(args.threads):
-            fit(model, dl, epochs=args.epochs, lr=args.lr, warmup=0.1, device=dev, verbose=False,
-                progress=False, **how)
+        with Stopwatch() as sw, torch_threads(args.threads):   # smoothed CE (+ the model's λ · position loss)
+            fit(model, dl, epochs=args.epochs, lr=args.lr, schedule=WarmupCosine(0.1), label_smoothing=0.1,
+                device=dev, verbose=False, progress=False)
             logits = predict(model, test_x, batch_size=1000, device=dev)
         return topk(logits, yte, 1), topk(logits, yte, 5), sw.wall, sw.cpu
 

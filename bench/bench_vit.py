@@ -26,6 +26,7 @@ from txbook.core import seed_everything
 from txbook.perf import Stopwatch
 from txbook.data import TensorLoader, augment, load_cifar10, load_mnist
 from txbook.distributed import rank_world, setup_distributed
+from txbook.optim import WarmupCosine, adamw
 from txbook.train import evaluate, fit
 from txbook.vit import vit_lite_patch4_32, vit_d192_l6_patch4_28
 
@@ -108,7 +109,9 @@ def main():
     with Stopwatch() as train_sw:                           # waits for the GPU at both ends
         hist = fit(model, train_dl, test_dl if a.eval_each_epoch else None, epochs=epochs, device=device,
                    progress=sys.stdout.isatty(), accum_steps=a.accum_steps, compile=a.compile,
-                   **cfg)  # no progress bar in a log file
+                   lr=cfg['lr'], label_smoothing=cfg['label_smoothing'],
+                   optimizer=adamw(weight_decay=cfg['weight_decay']),
+                   schedule=WarmupCosine(cfg['warmup']))  # no progress bar in a log file
         sync()
     with Stopwatch() as eval_sw:
         acc = evaluate(model, test_dl, device=device)['acc']   # the test set, once, after the last epoch

@@ -16,10 +16,10 @@ from txbook.core import seed_everything
 from txbook.data import TensorLoader
 from txbook.gpt import GPT, GPTConfig
 from txbook.heads import SequenceClassifier
-from txbook.losses import lm_loss
 from txbook.mae import MAE
 from txbook.poslabels import APLHead, PositionLabelViT, RPLHead
 from txbook.swin import Swin
+from txbook.optim import WarmupCosine
 from txbook.train import fit
 from txbook.vit import ViT
 
@@ -52,40 +52,33 @@ def vectors():
     return torch.randn(16, 6, 3, generator=g), torch.randint(0, 4, (16,), generator=g)
 
 
-def lm_objective(model, batch):
-    x, y = batch
-    return lm_loss(model(x), y)
-
-
-# name -> (model factory, data, objective: None = fit's default, 'own' = the model's `objective`)
+# name -> (model factory, data): every family trains with fit's default loss, no loss argument
 MODELS = {
-    'vit-cls': (lambda: vit(pool='cls'), images, None),
-    'vit-mean': (lambda: vit(pool='mean'), images, None),
-    'poslabels-apl-regress': (poslabel(apl=(APLHead, 'regress')), images, 'own'),
+    'vit-cls': (lambda: vit(pool='cls'), images),
+    'vit-mean': (lambda: vit(pool='mean'), images),
+    'poslabels-apl-regress': (poslabel(apl=(APLHead, 'regress')), images),
     'poslabels-apl-classify+rpl-classify': (poslabel(apl=(APLHead, 'classify'),
-                                                     rpl=(RPLHead, 'classify')), images, 'own'),
-    'poslabels-rpl-regress': (poslabel(rpl=(RPLHead, 'regress')), images, 'own'),
+                                                     rpl=(RPLHead, 'classify')), images),
+    'poslabels-rpl-regress': (poslabel(rpl=(RPLHead, 'regress')), images),
     'swin': (lambda: Swin(img_size=16, patch_size=2, in_chans=1, n_classes=5, d_model=16,
-                          depths=(2, 2), n_heads=(2, 4), window=4), images, None),
+                          depths=(2, 2), n_heads=(2, 4), window=4), images),
     'gpt': (lambda: GPT(GPTConfig(vocab_size=11, block_size=8, depth=2, n_heads=2, d_model=32,
-                                  dropout=0.0)), tokens, lm_objective),
+                                  dropout=0.0)), tokens),
     'mae+apl': (lambda: MAE(vit(pos='sincos'), dec_dim=16, dec_depth=1, dec_heads=2,
-                            apl=APLHead(32, grid=(4, 4), kind='classify')), images, 'own'),
+                            apl=APLHead(32, grid=(4, 4), kind='classify')), lambda: images()[:1]),
     'sequence-classifier': (lambda: SequenceClassifier(3, 4, n_tokens=6, d_model=16, n_heads=2),
-                            vectors, None),
+                            vectors),
 }
 
 
 def run(name, precision):
-    make, data, objective = MODELS[name]
+    make, data = MODELS[name]
     seed_everything(0)
     model = make()
-    if objective == 'own': objective = model.objective
     w0 = [p.detach().clone() for p in model.parameters()]
-    x, y = data()
-    dl = TensorLoader(x, y, batch_size=8)
-    hist = fit(model, dl, epochs=1, lr=1e-3, warmup=0, device='cpu', precision=precision,
-               objective=objective, progress=False, verbose=False)
+    dl = TensorLoader(*data(), batch_size=8)
+    hist = fit(model, dl, epochs=1, lr=1e-3, schedule=WarmupCosine(0), device='cpu', precision=precision,
+               progress=False, verbose=False)
     return model, w0, hist
 
 
@@ -122,3 +115,13 @@ def test_16_bit_weights_refused(dtype, precision):
     model.float()                              # the fix the message names
     fit(model, TensorLoader(x, y, batch_size=8), epochs=1, device="cpu", precision=precision,
         progress=False, verbose=False, max_steps=1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_16_bit_weights_without_autocast_warned(dtype):
+    "precision='fp32' (the CPU's 'auto') on 16-bit weights: AdamW steps them in 16 bits, and fit says so"
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(256, 5)).to(dtype)   # loaded as stored
+    x, y = images()
+    with pytest.warns(UserWarning, match=rf"2 parameters are {str(dtype)[6:]} .*without autocast"):
+        fit(model, TensorLoader(x.to(dtype), y, batch_size=8), epochs=1, device="cpu", precision="fp32",
+            progress=False, verbose=False, max_steps=1)

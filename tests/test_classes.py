@@ -22,8 +22,8 @@ CLASSES = {c for mod in MODULES for name, c in vars(mod).items()
 @pytest.mark.parametrize("cls", sorted(CLASSES, key=lambda c: (c.__module__, c.__name__)),
                          ids=lambda c: f"{c.__module__}.{c.__name__}")
 def test_constructor_lists_its_parameters(cls):
-    if "__init__" not in vars(cls):
-        return                                              # dataclasses' and NamedTuples' are generated
+    if "__init__" not in vars(cls) or getattr(cls, "_is_protocol", False):
+        return                     # dataclasses' and NamedTuples' are generated; a Protocol builds nothing
     params = inspect.signature(cls.__init__).parameters.values()
     var_kw = [p.name for p in params if p.kind is inspect.Parameter.VAR_KEYWORD]
     assert not var_kw, f"{cls.__qualname__}.__init__ passes **{var_kw[0]} through: list the parameters"

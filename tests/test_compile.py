@@ -69,8 +69,8 @@ CASES = {
     "swin-abs-pos": (lambda: _swin(abs_pos=True), lambda: (torch.randn(IMG),), {}),
     "encoder-decoder": (_seq2seq, lambda: (torch.randint(0, 11, (2, 7)), torch.randint(0, 13, (2, 5))),
                         {"src_keep": torch.tensor([[True] * 7, [True] * 4 + [False] * 3])}),
-    "poslabel-vit": (_poslabel_vit, lambda: (torch.randn(IMG),), {"return_positions": True}),
-    "poslabel-swin": (_poslabel_swin, lambda: (torch.randn(IMG),), {"return_positions": True}),
+    "poslabel-vit": (_poslabel_vit, lambda: (torch.randn(IMG),), {}),
+    "poslabel-swin": (_poslabel_swin, lambda: (torch.randn(IMG),), {}),
 }
 
 

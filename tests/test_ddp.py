@@ -11,7 +11,7 @@ resumed, and must end bit for bit where the uninterrupted run ends, on every ran
 
 Issue 36 adds: every sample is seen exactly once per epoch, both when `fit` cuts global batches into shards
 and when a `DistributedSampler` gives each rank its own batches (and `set_epoch` reshuffles them); a loader
-that is neither is refused; a token-mean objective that reports its weight gets the gradient of one batch of
+that is neither is refused; a token-mean loss that reports its weight gets the gradient of one batch of
 16 sequences from 8 x 2 accumulation, 2 ranks x 8 (shards or a sampler) and 2 ranks x 4 x 2, to 1e-6; the
 process group is left at exit.
 
@@ -19,9 +19,17 @@ Also: a micro-batch without units (a first micro-batch of padding only, or a ran
 nothing to the step, where an estimate of the step's weight from the first micro-batch divided 0 by 0; and
 `evaluate` with a DistributedSampler that pads the validation set counts every sample once.
 
+Issue 40 (the contract: `fit` calls the model on a batch's inputs and a plain loss function of the outputs
+and targets, which never sees the DDP wrapper; referee report R5) adds: a custom loss and a model's own loss
+term (PositionLabelViT's ModelOutput) under two processes; an empty shard whose loss is written sum / count
+stops with a ValueError and leaves no NaN in any weight (R5 #1); per-rank augmentation of global batches is
+accepted (R5 #2); a resume under another number of processes is refused, and resumed with resume=True says
+that rank 1 has no generators in the file (R5 #5); ranks that resume at different steps are refused (R5 #7);
+a batch sampler with set_epoch is told the epoch (R5 #4).
+
 This file is also the script the torchrun workers run (see `_worker` at the bottom).
 """
-import atexit, json, os, socket, subprocess, sys
+import atexit, json, os, socket, subprocess, sys, warnings
 from functools import partial
 from pathlib import Path
 
@@ -34,10 +42,12 @@ from safetensors.torch import load_file, save_file
 from txbook.core import seed_everything
 from txbook.perf import Stopwatch
 from txbook.data import TensorLoader
-from txbook.distributed import rank_world, shard
+from txbook.checkpoint import Checkpoint
+from txbook.distributed import TorchLoader, rank_world, shard
+from txbook.losses import default_loss
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
-from txbook.optim import warmup_cosine
+from txbook.optim import WarmupCosine, warmup_cosine
 from txbook.train import evaluate, fit
 from txbook.vit import ViT
 from txbook.poslabels import APLHead, PositionLabelViT
@@ -57,16 +67,14 @@ def make_net(dropout: float = 0.0) -> nn.Module:
     return nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.Dropout(dropout), nn.Linear(16, 3))
 
 
-def penalised(model, batch):
-    "A custom objective with a metric: cross-entropy plus a penalty on the logits' size, both row means"
-    x, y = batch
-    logits = model(x)
+def penalised(logits, y):
+    "A custom loss with a metric: cross-entropy plus a penalty on the logits' size, both row means"
     ms = logits.pow(2).mean()             # a mean over rows, as fit's weights n_r / B assume
-    return F.cross_entropy(logits, y) + 0.1 * ms, {'logit_ms': ms.item()}
+    return F.cross_entropy(logits, y) + 0.1 * ms, {'logit_ms': ms}      # the metric stays on the device
 
 
 def tiny_run(*, batch_size: int, accum_steps: int = 1, dropout: float = 0.0, checkpoint=None,
-             max_steps=None, verbose: bool = False, objective=None):
+             max_steps=None, verbose: bool = False, loss=None):
     "Train the tiny classifier with `fit`; returns the model and its history"
     net = make_net(dropout)
     if dropout:   # a different dropout stream on each rank, so that each rank's saved RNG state matters
@@ -74,21 +82,21 @@ def tiny_run(*, batch_size: int, accum_steps: int = 1, dropout: float = 0.0, che
     x, y = data()
     dl = TensorLoader(x, y, batch_size=batch_size, shuffle=True, seed=2)
     valid = TensorLoader(x[:13], y[:13], batch_size=5)      # last batch of 3: shards of 2 and 1
-    hist = fit(net, dl, valid, epochs=EPOCHS, lr=LR, warmup=WARMUP, device='cpu', accum_steps=accum_steps,
-               checkpoint=checkpoint, max_steps=max_steps, progress=False, verbose=verbose,
-               **(dict(objective=objective) if objective else dict(label_smoothing=0.1)))
+    hist = fit(net, dl, valid, epochs=EPOCHS, lr=LR, schedule=WarmupCosine(WARMUP), device='cpu',
+               accum_steps=accum_steps, checkpoint=checkpoint, max_steps=max_steps, progress=False,
+               verbose=verbose, **(dict(loss=loss) if loss else dict(label_smoothing=0.1)))
     return net, hist
 
 
 def poslabel_run():
-    "A model whose objective is its own staticmethod: under DDP it must reach the model through the wrapper"
+    "A model with a loss term of its own (a ModelOutput): fit's default loss adds it, under DDP too"
     seed_everything(0)
     vit = ViT(img_size=8, patch_size=4, in_chans=1, n_classes=3, d_model=8, depth=1, n_heads=2)
     model = PositionLabelViT(vit, apl=APLHead(8, grid=(2, 2), kind='classify'))
     g = torch.Generator().manual_seed(1)
     x, y = torch.randn(20, 1, 8, 8, generator=g), torch.randint(0, 3, (20,), generator=g)
-    hist = fit(model, TensorLoader(x, y, batch_size=8, shuffle=True, seed=2), epochs=2, lr=LR, warmup=1,
-               objective=model.objective, device='cpu', progress=False, verbose=False)
+    hist = fit(model, TensorLoader(x, y, batch_size=8, shuffle=True, seed=2), epochs=2, lr=LR,
+               schedule=WarmupCosine(1), device='cpu', progress=False, verbose=False)
     return model, hist
 
 
@@ -97,18 +105,18 @@ N_SEEN = 44            # divisible by 2: a DistributedSampler pads an odd datase
 
 
 def seen_data(n: int):
-    "(x, y, index) rows: the index says which sample a rank got"
+    "(x, targets) rows, the targets (label, index): the index says which sample a rank got"
     g = torch.Generator().manual_seed(3)
-    return torch.randn(n, 6, generator=g), torch.randint(0, 3, (n,), generator=g), torch.arange(n)
+    x, y = torch.randn(n, 6, generator=g), torch.randint(0, 3, (n,), generator=g)
+    return x, torch.stack([y, torch.arange(n)], 1)
 
 
 def recording(epoch_of, seen: list):
-    "A classification objective that records (epoch, the sample indices it was given)"
-    def objective(model, batch):
-        x, y, idx = batch
-        seen.append((epoch_of(), idx.tolist()))
-        return F.cross_entropy(model(x), y)
-    return objective
+    "A classification loss that records (epoch, the sample indices it was given) from its targets"
+    def loss(logits, targets):
+        seen.append((epoch_of(), targets[:, 1].tolist()))     # a host read: the test's, not fit's
+        return F.cross_entropy(logits, targets[:, 0])
+    return loss
 
 
 def seen_run(mode: str) -> list:
@@ -121,8 +129,26 @@ def seen_run(mode: str) -> list:
         sampler = DistributedSampler(TensorDataset(*seen_data(N_SEEN)), shuffle=True, seed=2)
         dl = DataLoader(sampler.dataset, batch_size=B, sampler=sampler)
         epoch_of = lambda: sampler.epoch
-    fit(make_net(), dl, epochs=2, lr=LR, warmup=0, device='cpu', progress=False, verbose=False,
-        objective=recording(epoch_of, seen))
+    fit(make_net(), dl, epochs=2, lr=LR, schedule=WarmupCosine(0), device='cpu', progress=False,
+        verbose=False, loss=recording(epoch_of, seen))
+    return seen
+
+
+class Noisy(torch.utils.data.Dataset):
+    "The torchvision idiom: each sample augmented in __getitem__ with the global (per-rank) generator"
+    def __init__(self, x, targets): self.x, self.targets = x, targets
+    def __len__(self): return len(self.x)
+    def __getitem__(self, i): return self.x[i] + 0.1 * torch.randn(self.x.shape[1:]), self.targets[i]
+
+
+def augmented_run() -> list:
+    "Global batches from one shared-seed DataLoader, each rank augmenting its copy with its own generator"
+    torch.manual_seed(100 + int(os.environ.get('RANK', '0')))          # as page J advises, for dropout
+    seen = []
+    dl = DataLoader(Noisy(*seen_data(N_SEEN)), batch_size=2 * B, shuffle=True,
+                    generator=torch.Generator().manual_seed(5))        # the order: the same on every rank
+    fit(make_net(), dl, epochs=2, lr=LR, schedule=WarmupCosine(0), device='cpu', progress=False,
+        verbose=False, loss=recording(lambda: len(seen) // 6, seen))   # 6 batches an epoch
     return seen
 
 
@@ -138,22 +164,25 @@ def token_data():
     return x, y
 
 
-def token_mean(model, batch):
+def token_mean(logits, y):
     "Cross-entropy averaged over the real (not padded) target tokens, and their number as the weight"
-    x, y = batch
-    logits = model(x)
     loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=PAD)
     return loss, {}, (y != PAD).sum()
 
 
-def token_sum_mean(model, batch):
+def token_sum_mean(logits, y):
     "Cross-entropy summed over the real target tokens, over max(n, 1): 0 (not NaN) for padding only"
-    x, y = batch
-    logits = model(x)
     real = (y != PAD).flatten()
     n = real.sum()
     losses = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction='none')
     return (losses * real).sum() / n.clamp(min=1), {}, n
+
+
+def token_sum_over_count(logits, y):
+    "The same written s / n: NaN, and a NaN gradient, for padding only (R5 #1)"
+    real = (y != PAD).flatten()
+    losses = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction='none')
+    return (losses * real).sum() / real.sum(), {}, real.sum()
 
 
 def empty_first_data():
@@ -163,9 +192,9 @@ def empty_first_data():
     return x, y
 
 
-def token_mean_unweighted(model, batch):
+def token_mean_unweighted(logits, y):
     "The same loss without its weight: fit then weights it by rows, the bug of issue 36"
-    return token_mean(model, batch)[0]
+    return token_mean(logits, y)[0]
 
 
 def token_net() -> nn.Module:
@@ -173,15 +202,15 @@ def token_net() -> nn.Module:
     return nn.Sequential(nn.Embedding(11, 8), nn.Linear(8, 11))
 
 
-def first_grads(make_loader, *, accum_steps: int = 1, objective=token_mean, hist=None) -> dict:
+def first_grads(make_loader, *, accum_steps: int = 1, loss=token_mean, hist=None) -> dict:
     "The gradient `fit` hands AdamW at its first step (no clipping), by parameter name; `hist` gets fit's"
     net, got = token_net(), {}
     def grab(opt, args, kwargs):
         if not got: got.update({n: p.grad.clone() for n, p in net.named_parameters()})
     handle = register_optimizer_step_pre_hook(grab)
     try:
-        h = fit(net, make_loader(), epochs=1, lr=LR, warmup=0, device='cpu', progress=False, verbose=False,
-                objective=objective, accum_steps=accum_steps, grad_clip=None, max_steps=1)
+        h = fit(net, make_loader(), epochs=1, lr=LR, schedule=WarmupCosine(0), device='cpu', progress=False,
+                verbose=False, loss=loss, accum_steps=accum_steps, grad_clip=None, max_steps=1)
     finally:
         handle.remove()
     if hist is not None: hist.update(h)
@@ -189,7 +218,7 @@ def first_grads(make_loader, *, accum_steps: int = 1, objective=token_mean, hist
 
 
 def token_loaders():
-    "name -> (loader maker, accum_steps, objective), for the runs of the two processes"
+    "name -> (loader maker, accum_steps, loss), for the runs of the two processes"
     data, empty = token_data(), empty_first_data()
     def sampled():
         sampler = DistributedSampler(TensorDataset(*data), shuffle=False)
@@ -282,7 +311,8 @@ def test_compile_skipped_without_compiler(monkeypatch, capsys):
     monkeypatch.setattr(inductor_config.cpp, 'cxx', ('txbook-no-such-compiler',))
     net = make_net()
     x, y = data()
-    fit(net, TensorLoader(x, y, batch_size=2 * B, shuffle=True, seed=2), epochs=EPOCHS, lr=LR, warmup=WARMUP,
+    fit(net, TensorLoader(x, y, batch_size=2 * B, shuffle=True, seed=2), epochs=EPOCHS, lr=LR,
+        schedule=WarmupCosine(WARMUP),
         label_smoothing=0.1, device='cpu', progress=False, verbose=False, compile=True)
     assert 'compile=True skipped: no C++ compiler found' in capsys.readouterr().out
     for a, b in zip(eager.state_dict().values(), net.state_dict().values()):
@@ -300,7 +330,8 @@ def test_compile_runs_one_graph_for_every_batch_size(monkeypatch):
         torch._dynamo.reset()
         counters.clear()
         x, y = data()
-        fit(make_net(), TensorLoader(x, y, batch_size=2 * B), epochs=2, lr=LR, warmup=WARMUP, device='cpu',
+        fit(make_net(), TensorLoader(x, y, batch_size=2 * B), epochs=2, lr=LR, schedule=WarmupCosine(WARMUP),
+            device='cpu',
             compile=True, progress=False, verbose=False)
         graphs[marked] = counters['stats']['unique_graphs']
     assert graphs == {True: 1, False: 2}, graphs      # without the mark the last batch compiles anew
@@ -312,6 +343,7 @@ def test_compile_runs_one_graph_for_every_batch_size(monkeypatch):
 def two_procs(tmp_path_factory):
     "Run this file under torchrun with 2 CPU processes; returns the output folder and rank 0's stdout"
     out = tmp_path_factory.mktemp('ddp')
+    tiny_run(batch_size=2 * B, checkpoint=out / 'one.safetensors', max_steps=7)   # world 1, for R5 #5
     cmd = [sys.executable, '-m', 'torch.distributed.run', '--nnodes=1', '--nproc_per_node=2',
            '--master_addr=127.0.0.1', f'--master_port={free_port()}', __file__, str(out)]
     env = os.environ | {'OMP_NUM_THREADS': '1'}
@@ -356,10 +388,10 @@ def test_resume_under_torchrun(two_procs):
     assert all(torch.equal(w0[k], w1[k]) for k in w0 if k.startswith('full.'))
 
 
-def test_custom_objective_under_torchrun(two_procs):
-    "A custom objective with a metric: 2 processes give the single-process run, and a resume is exact"
+def test_custom_loss_under_torchrun(two_procs):
+    "A custom loss with a metric, a plain function of the logits: 2 processes = 1, and a resume is exact"
     out, _ = two_procs
-    net, hist = tiny_run(batch_size=2 * B, objective=penalised)
+    net, hist = tiny_run(batch_size=2 * B, loss=penalised)
     assert 'valid_logit_ms' in hist and 'train_logit_ms' in hist
     for r in range(2):
         w = load_file(out / f'rank{r}.safetensors')
@@ -374,8 +406,8 @@ def test_custom_objective_under_torchrun(two_procs):
         assert h['obj_resumed']['loss'] == h['obj']['loss']
 
 
-def test_model_objective_under_torchrun(two_procs):
-    "PositionLabelViT.objective (a staticmethod reading λ through DDP's wrapper): 2 processes = 1 process"
+def test_model_loss_term_under_torchrun(two_procs):
+    "PositionLabelViT's own loss term, returned by its forward through DDP's wrapper: 2 processes = 1 process"
     out, _ = two_procs
     net, hist = poslabel_run()
     for r in range(2):
@@ -391,9 +423,9 @@ def test_model_objective_under_torchrun(two_procs):
             torch.testing.assert_close(h['pl'][key], hist[key], atol=1e-5, rtol=0, msg=key)
 
 
-def test_custom_objective_conflicts():
+def test_custom_loss_conflicts():
     with pytest.raises(ValueError, match='label_smoothing=0.1'):
-        fit(make_net(), TensorLoader(*data(), batch_size=8), epochs=1, objective=penalised, label_smoothing=0.1)
+        fit(make_net(), TensorLoader(*data(), batch_size=8), epochs=1, loss=penalised, label_smoothing=0.1)
 
 
 def test_batch_smaller_than_world(two_procs):
@@ -416,15 +448,15 @@ def test_token_weights_in_one_process():
     accum = first_grads(lambda: TensorLoader(*token_data(), batch_size=8), accum_steps=2)
     for n in whole: torch.testing.assert_close(accum[n], whole[n], atol=1e-6, rtol=0, msg=n)
     rows = first_grads(lambda: TensorLoader(*token_data(), batch_size=8), accum_steps=2,
-                       objective=token_mean_unweighted)
+                       loss=token_mean_unweighted)
     assert max((rows[n] - whole[n]).abs().max().item() for n in whole) > 1e-3   # the weight matters
-    old = first_grads(lambda: TensorLoader(*token_data(), batch_size=16), objective=token_mean_unweighted)
+    old = first_grads(lambda: TensorLoader(*token_data(), batch_size=16), loss=token_mean_unweighted)
     for n in whole: assert torch.equal(old[n], whole[n])   # one batch: the weight changes nothing
 
 
 def test_empty_first_micro_batch():
     "A first micro-batch with no token adds nothing (no 0/0): 8 x 2 and 4 x 4 equal one batch of 16"
-    whole = first_grads(lambda: TensorLoader(*empty_first_data(), batch_size=16), objective=token_sum_mean)
+    whole = first_grads(lambda: TensorLoader(*empty_first_data(), batch_size=16), loss=token_sum_mean)
     x, y = empty_first_data()                             # the gradient, by hand: rows 8 to 15 only
     ref = token_net()
     F.cross_entropy(ref(x[8:]).flatten(0, 1), y[8:].flatten(), ignore_index=PAD).backward()
@@ -432,21 +464,21 @@ def test_empty_first_micro_batch():
     for batch_size, accum_steps in ((8, 2), (4, 4)):
         hist = {}
         accum = first_grads(lambda: TensorLoader(*empty_first_data(), batch_size=batch_size),
-                            accum_steps=accum_steps, objective=token_sum_mean, hist=hist)
+                            accum_steps=accum_steps, loss=token_sum_mean, hist=hist)
         for n in whole:
             assert torch.isfinite(accum[n]).all(), (batch_size, n)
             torch.testing.assert_close(accum[n], whole[n], atol=1e-6, rtol=0, msg=n)
-        with torch.no_grad(): expected = token_sum_mean(token_net(), (x, y))[0].item()
+        with torch.no_grad(): expected = token_sum_mean(token_net()(x), y)[0].item()
         assert abs(hist['loss'][0] - expected) < 1e-6, (hist['loss'], expected)
     with pytest.raises(ValueError, match='weights add up to 0'):     # a step without any unit
-        first_grads(lambda: TensorLoader(x[:8], y[:8], batch_size=4), accum_steps=2, objective=token_sum_mean)
+        first_grads(lambda: TensorLoader(x[:8], y[:8], batch_size=4), accum_steps=2, loss=token_sum_mean)
 
 
 def test_token_weights_under_torchrun(two_procs):
     "2 ranks x 8 (shards of a global batch, or a DistributedSampler) and 2 ranks x 4 x 2 = one batch of 16"
     out, _ = two_procs
     whole = first_grads(lambda: TensorLoader(*token_data(), batch_size=16))
-    whole_empty = first_grads(lambda: TensorLoader(*empty_first_data(), batch_size=16), objective=token_sum_mean)
+    whole_empty = first_grads(lambda: TensorLoader(*empty_first_data(), batch_size=16), loss=token_sum_mean)
     for r in range(2):
         w = load_file(out / f'rank{r}.safetensors')
         for name in token_loaders():
@@ -471,13 +503,32 @@ def test_every_sample_once_per_epoch(two_procs):
         assert 'yields the same batch' in err['same_loader_unsplit']
 
 
-def test_sampler_with_split_batches_refused():
-    "A DistributedSampler already gives each rank its samples: cutting them again is refused"
+def test_sampler_cut_again_refused():
+    "A DistributedSampler already gives each rank its samples: declaring its batches global is refused"
     sampler = DistributedSampler(TensorDataset(*seen_data(8)), num_replicas=2, rank=0)
     dl = DataLoader(sampler.dataset, batch_size=2, sampler=sampler)
     with pytest.raises(ValueError, match='draws from a DistributedSampler'):
-        fit(make_net(), dl, epochs=1, device='cpu', split_batches=True, progress=False, verbose=False,
-            objective=recording(lambda: 0, []))
+        fit(make_net(), TorchLoader(dl, per_rank=False), epochs=1, device='cpu', progress=False, verbose=False,
+            loss=recording(lambda: 0, []))
+
+
+def test_batch_sampler_told_the_epoch():
+    "R5 #4: a batch sampler with set_epoch (length bucketing, say) is told every epoch, and the order changes"
+    class Bucketed(torch.utils.data.BatchSampler):
+        def __init__(self, n):
+            super().__init__(torch.utils.data.SequentialSampler(range(n)), 8, False)
+            self.epochs = []
+        def set_epoch(self, epoch): self.epochs.append(epoch)
+        def __iter__(self):
+            g = torch.Generator().manual_seed(self.epochs[-1] if self.epochs else 0)
+            return iter(torch.randperm(len(self.sampler), generator=g).split(8))
+    bs, seen = Bucketed(N_SEEN), []
+    dl = DataLoader(TensorDataset(*seen_data(N_SEEN)), batch_sampler=bs)
+    fit(make_net(), dl, epochs=2, device='cpu', progress=False, verbose=False,
+        loss=recording(lambda: bs.epochs[-1], seen))
+    assert bs.epochs == [0, 1]
+    order = [[i for e, idx in seen if e == epoch for i in idx] for epoch in range(2)]
+    assert order[0] != order[1] and sorted(order[0]) == sorted(order[1]) == list(range(N_SEEN))
 
 
 def eval_data():
@@ -503,6 +554,42 @@ def test_evaluate_drops_sampler_padding(two_procs):
         for key in whole: assert abs(got[key] - whole[key]) < 1e-6, (r, key, got, whole)
 
 
+def test_empty_shard_sum_over_count_refused(two_procs):
+    "R5 #1: rank 0's shard has no token and its loss is s / n: both ranks stop before the step, no weight is NaN"
+    out, _ = two_procs
+    for r in range(2):
+        res = json.loads((out / f'rank{r}.json').read_text())['empty_nan']
+        assert 'divide by count.clamp(min=1) instead. No step was taken' in res['error'], res
+        assert res['finite'] and res['moved'] == 0, res
+
+
+def test_per_rank_augmentation_accepted(two_procs):
+    "R5 #2: global batches that each rank augments with its own generator pass the check, each sample once"
+    out, _ = two_procs
+    h = [json.loads((out / f'rank{r}.json').read_text()) for r in range(2)]
+    for epoch in range(2):
+        ids = sorted(i for r in range(2) for e, idx in h[r]['augmented'] if e == epoch for i in idx)
+        assert ids == list(range(N_SEEN)), (epoch, ids)
+
+
+def test_resume_under_another_world_size(two_procs):
+    "R5 #5: a one-process checkpoint is refused by two; resumed anyway, rank 1 is told its generators are not in it"
+    out, _ = two_procs
+    for r in range(2):
+        res = json.loads((out / f'rank{r}.json').read_text())['world']
+        assert 'world: 1 in the checkpoint, 2 now' in res['refused'], res
+        assert res['steps'] == EPOCHS * 6
+        assert any('holds no random state for rank 1' in w for w in res['warnings']) == (r == 1), res
+
+
+def test_ranks_resumed_at_different_steps(two_procs):
+    "R5 #7: rank 0 finds a finished run, rank 1 no file: the ranks would take different steps; refused on both"
+    out, _ = two_procs
+    for r in range(2):
+        err = json.loads((out / f'rank{r}.json').read_text())['steps_differ']
+        assert 'the ranks resumed at different steps' in err, err
+
+
 def test_process_group_left_at_exit(two_procs):
     out, _ = two_procs
     for r in range(2):
@@ -525,10 +612,10 @@ def _worker(out: Path):
     resumed, res['resumed'] = tiny_run(batch_size=2 * B, dropout=0.3, checkpoint=out / 'ck.safetensors')
     tensors |= {f'full.{k}': v for k, v in full.state_dict().items()}
     tensors |= {f'resumed.{k}': v for k, v in resumed.state_dict().items()}
-    obj, res['obj'] = tiny_run(batch_size=2 * B, objective=penalised)
-    _, part = tiny_run(batch_size=2 * B, objective=penalised, checkpoint=out / 'obj.safetensors', max_steps=5)
+    obj, res['obj'] = tiny_run(batch_size=2 * B, loss=penalised)
+    _, part = tiny_run(batch_size=2 * B, loss=penalised, checkpoint=out / 'obj.safetensors', max_steps=5)
     res['obj_part_steps'] = len(part['loss'])
-    obj_res, res['obj_resumed'] = tiny_run(batch_size=2 * B, objective=penalised, checkpoint=out / 'obj.safetensors')
+    obj_res, res['obj_resumed'] = tiny_run(batch_size=2 * B, loss=penalised, checkpoint=out / 'obj.safetensors')
     tensors |= {f'obj.{k}': v for k, v in obj.state_dict().items()}
     tensors |= {f'obj_resumed.{k}': v for k, v in obj_res.state_dict().items()}
     pl, res['pl'] = poslabel_run()
@@ -541,18 +628,36 @@ def _worker(out: Path):
     except ValueError as e: res['last_error'] = str(e)
     res['last_error_moved'] = sum(not torch.equal(a, b) for a, b in zip(w0, net.parameters()))
     res['seen'] = {mode: seen_run(mode) for mode in ('split', 'sampler')}
-    for name, (make, accum_steps, objective) in token_loaders().items():
-        grads = first_grads(make, accum_steps=accum_steps, objective=objective)
+    for name, (make, accum_steps, loss) in token_loaders().items():
+        grads = first_grads(make, accum_steps=accum_steps, loss=loss)
         tensors |= {f'grad.{name}.{n}': g for n, g in grads.items()}
+    net = token_net()                                          # R5 #1: an empty shard, its loss s / n
+    w0 = [p.detach().clone() for p in net.parameters()]
+    res['empty_nan'], res['world'], res['steps_differ'] = {'error': ''}, {'refused': ''}, ''
+    try: fit(net, TensorLoader(*empty_first_data(), batch_size=16), epochs=1, device='cpu', progress=False,
+             verbose=False, loss=token_sum_over_count, max_steps=1)
+    except ValueError as e: res['empty_nan'] = {'error': str(e)}
+    res['empty_nan'] |= {'finite': all(bool(torch.isfinite(p).all()) for p in net.parameters()),
+                         'moved': sum(not torch.equal(a, b) for a, b in zip(w0, net.parameters()))}
+    res['augmented'] = augmented_run()                         # R5 #2
+    with warnings.catch_warnings(record=True) as caught:       # R5 #5: a one-process checkpoint
+        warnings.simplefilter('always')
+        try: tiny_run(batch_size=2 * B, checkpoint=out / 'one.safetensors')
+        except ValueError as e: res['world'] = {'refused': str(e)}
+        _, h = tiny_run(batch_size=2 * B, checkpoint=Checkpoint(out / 'one.safetensors', resume=True))
+    res['world'] |= {'steps': len(h['loss']), 'warnings': [str(w.message) for w in caught]}
+    mine = out / ('ck.safetensors' if rank == 0 else 'absent.safetensors')   # R5 #7: a node-local disk
+    try: tiny_run(batch_size=2 * B, dropout=0.3, checkpoint=mine)
+    except ValueError as e: res['steps_differ'] = str(e)
     ds = TensorDataset(*eval_data())
     sampler = DistributedSampler(ds, shuffle=True, seed=5)
     res['eval_sampler'] = evaluate(make_net(), DataLoader(ds, batch_size=4, sampler=sampler), device='cpu')
     res['errors'] = {}
-    x, y, idx = seen_data(N_SEEN)
-    for name, dl, split in (('seed_per_rank', TensorLoader(x, y, idx, batch_size=8, shuffle=True, seed=2 + rank), None),
-                            ('same_loader_unsplit', TensorLoader(x, y, idx, batch_size=8), False)):
-        try: fit(make_net(), dl, epochs=1, device='cpu', progress=False, verbose=False, split_batches=split,
-                 objective=recording(lambda: 0, []))
+    x, yi = seen_data(N_SEEN)
+    for name, dl in (('seed_per_rank', TensorLoader(x, yi, batch_size=8, shuffle=True, seed=2 + rank)),
+                     ('same_loader_unsplit', TensorLoader(x, yi, batch_size=8, per_rank=True))):
+        try: fit(make_net(), dl, epochs=1, device='cpu', progress=False, verbose=False,
+                 loss=recording(lambda: 0, []))
         except ValueError as e: res['errors'][name] = str(e)
     assert rank_world() == (rank, 2)
     save_file(tensors, out / f'rank{rank}.safetensors')

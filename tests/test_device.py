@@ -46,6 +46,7 @@ from torch.utils._pytree import tree_leaves
 import txbook
 from txbook.core import seed_everything
 from txbook.data import TensorLoader
+from txbook.optim import WarmupCosine
 from txbook.train import fit
 
 PKG = str(Path(txbook.__file__).resolve().parent)
@@ -112,15 +113,20 @@ class DeviceAudit(TorchFunctionMode):
 from txbook.seq2seq import Transformer       # noqa: E402
 from txbook.gpt import GPT, GPTConfig     # noqa: E402
 from txbook.heads import SequenceClassifier   # noqa: E402
-from txbook.losses import classification_objective, lm_loss   # noqa: E402
+from txbook.losses import default_loss   # noqa: E402
 from txbook.mae import MAE                   # noqa: E402
-from txbook.poslabels import APLHead, PositionLabelViT, RPLHead       # noqa: E402
+from txbook.poslabels import APLHead, PositionLabelSwin, PositionLabelViT, RPLHead       # noqa: E402
 from txbook.swin import Swin                 # noqa: E402
 from txbook.vit import ViT                   # noqa: E402
 
 
 def vit(**kw):
     return ViT(img_size=16, patch_size=4, in_chans=1, n_classes=5, d_model=32, depth=2, n_heads=4, **kw)
+
+
+def swin():
+    return Swin(img_size=16, patch_size=2, in_chans=1, n_classes=5, d_model=16, depths=(2, 2), n_heads=(2, 4),
+                window=4)
 
 
 def poslabel(**heads):
@@ -130,9 +136,18 @@ def poslabel(**heads):
     return make
 
 
+def poslabel_swin():
+    s = swin()
+    return PositionLabelSwin(s, RPLHead(s.d_out, grid=s.stage_grids(s.grid)[-1], kind="classify"))
+
+
 def images(n=8):
     g = torch.Generator().manual_seed(0)
     return torch.randn(n, 1, 16, 16, generator=g), torch.randint(0, 5, (n,), generator=g)
+
+
+def images_only(n=8):
+    return images(n)[:1]                     # a batch without targets: self-supervised
 
 
 def tokens(n=8):
@@ -152,19 +167,18 @@ def pairs(n=8):
     return torch.randint(0, 7, (n, 6), generator=g), torch.randint(0, 9, (n, 5), generator=g)
 
 
-class Seq2Seq(torch.nn.Module):
-    "The encoder-decoder as `fit` trains it: x = (source, target in) and y = target out"
-    def __init__(self):
-        super().__init__()
-        self.net = Transformer(7, 9, d_model=16, n_heads=2, depth=1, max_len=16)
-
-    def forward(self, st):
-        return self.net(st[:, :6], st[:, 6:-1])
+def seq2seq():
+    return Transformer(7, 9, d_model=16, n_heads=2, depth=1, max_len=16)
 
 
 def seq2seq_data(n=8):
+    "The encoder-decoder's batches as fit reads them: (src, tgt_in, src_keep, tgt_out), padding = -100"
     src, tgt = pairs(n)
-    return torch.cat([src, tgt], 1), tgt[:, 1:]
+    keep = torch.ones_like(src, dtype=torch.bool)
+    keep[::2, 4:] = False                                      # padded sources
+    out = tgt[:, 1:].clone()
+    out[::3, 2:] = -100                                        # padded targets
+    return src, tgt[:, :-1], keep, out
 
 
 def mae(apl=False):
@@ -172,28 +186,22 @@ def mae(apl=False):
                        apl=APLHead(32, grid=(4, 4), kind="classify") if apl else None)
 
 
-def lm_objective(model, batch):
-    "Next-token cross-entropy: the language models' objective"
-    x, y = batch
-    return lm_loss(model(x), y)
-
-
-# name -> (model factory, data, objective: None = fit's classification objective, 'own' = model.objective)
+# name -> (model factory, data): every family trains with fit's default loss, no loss argument
 FAMILIES = {
-    "vit-cls": (lambda: vit(pool="cls"), images, None),
-    "vit-mean": (lambda: vit(pool="mean"), images, None),
-    "poslabels-apl-regress": (poslabel(apl=(APLHead, "regress")), images, "own"),
+    "vit-cls": (lambda: vit(pool="cls"), images),
+    "vit-mean": (lambda: vit(pool="mean"), images),
+    "poslabels-apl-regress": (poslabel(apl=(APLHead, "regress")), images),
     "poslabels-apl-classify+rpl-classify": (poslabel(apl=(APLHead, "classify"), rpl=(RPLHead, "classify")),
-                                            images, "own"),
-    "poslabels-rpl-regress": (poslabel(rpl=(RPLHead, "regress")), images, "own"),
-    "mae": (mae(), images, "own"),
-    "mae+apl": (mae(apl=True), images, "own"),
-    "swin": (lambda: Swin(img_size=16, patch_size=2, in_chans=1, n_classes=5, d_model=16, depths=(2, 2),
-                          n_heads=(2, 4), window=4), images, None),
+                                            images),
+    "poslabels-rpl-regress": (poslabel(rpl=(RPLHead, "regress")), images),
+    "poslabels-swin": (poslabel_swin, images),
+    "mae": (mae(), images_only),
+    "mae+apl": (mae(apl=True), images_only),
+    "swin": (swin, images),
     "gpt": (lambda: GPT(GPTConfig(vocab_size=11, block_size=8, depth=2, n_heads=2, d_model=32, dropout=0.0)),
-            tokens, lm_objective),
-    "encoder-decoder": (Seq2Seq, seq2seq_data, lm_objective),
-    "sequence-classifier": (lambda: SequenceClassifier(3, 4, n_tokens=6, d_model=16, n_heads=2), vectors, None),
+            tokens),
+    "encoder-decoder": (seq2seq, seq2seq_data),
+    "sequence-classifier": (lambda: SequenceClassifier(3, 4, n_tokens=6, d_model=16, n_heads=2), vectors),
 }
 
 # Families that fail the audit because of an offender in a notebook this test's author may not edit:
@@ -201,14 +209,10 @@ FAMILIES = {
 BLOCKED: dict[str, str] = {}
 
 
-def _objective(name, model):
-    objective = FAMILIES[name][2]
-    return model.objective if objective == "own" else objective
-
-
-def _forward_loss(name, model, x, y):
-    out = (_objective(name, model) or classification_objective)(model, (x, y))
-    return out[0] if isinstance(out, tuple) else out
+def _forward_loss(model, batch):
+    "What fit computes: the default loss of model(*inputs) against the targets (none for a 1-tuple)"
+    inputs, targets = (batch, None) if len(batch) == 1 else (batch[:-1], batch[-1])
+    return default_loss(model(*inputs), targets)[0]
 
 
 def _families():
@@ -218,28 +222,27 @@ def _families():
 
 @pytest.mark.parametrize("name", _families())
 def test_forward_backward_fit_on_the_inputs_device(name):
-    make, data, _ = FAMILIES[name]
+    make, data = FAMILIES[name]
     seed_everything(0)
     model = make()
-    x, y = data()
+    batch = data()
     with DeviceAudit():
-        _forward_loss(name, model, x, y).backward()
+        _forward_loss(model, batch).backward()
         model.zero_grad()
-        dl = TensorLoader(x, y, batch_size=8)
-        fit(model, dl, TensorLoader(x, y, batch_size=8), epochs=1, lr=1e-3, warmup=0, device="cpu",
-            objective=_objective(name, model), progress=False, verbose=False, precision="fp32")
+        fit(model, TensorLoader(*batch, batch_size=8), TensorLoader(*batch, batch_size=8), epochs=1, lr=1e-3,
+            schedule=WarmupCosine(0), device="cpu", progress=False, verbose=False, precision="fp32")
 
 
 @pytest.mark.parametrize("use_cache", [True, False], ids=["kv-cache", "no-cache"])
 def test_generate_on_the_inputs_device(use_cache):
     seed_everything(0)
     gpt = FAMILIES["gpt"][0]()
-    s2s = Seq2Seq()
+    s2s = seq2seq()
     g = torch.Generator().manual_seed(0)
     with DeviceAudit():
         out = gpt.generate(tokens()[0][:2, :4], 6, use_cache=use_cache, generator=g)
         assert out.shape == (2, 10)
-        out = s2s.net.generate(pairs()[0][:2], 5, bos=0, eos=1, pad=2, use_cache=use_cache)
+        out = s2s.generate(pairs()[0][:2], 5, bos=0, eos=1, pad=2, use_cache=use_cache)
         assert out.shape == (2, 5)
         out = gpt.generate(tokens()[0][:2, :4], 3, temperature=0.0, top_k=3, use_cache=use_cache)
         assert out.shape == (2, 7)
@@ -309,8 +312,8 @@ def test_set_default_device_meta_is_too_blunt():
     with torch.device("meta"):
         model(x)                                        # forward (and backward) on the CPU pass
         with pytest.raises((NotImplementedError, RuntimeError)):
-            fit(model, TensorLoader(x, y, batch_size=8), epochs=1, lr=1e-3, warmup=0, device="cpu",
-                progress=False, verbose=False)
+            fit(model, TensorLoader(x, y, batch_size=8), epochs=1, lr=1e-3, schedule=WarmupCosine(0),
+                device="cpu", progress=False, verbose=False)
 
 
 # ------------------------------------------------------------------ host reads: one per optimiser step
@@ -331,15 +334,17 @@ class HostReads(TorchFunctionMode):
 
 
 @pytest.mark.parametrize("accum_steps", [1, 4])
-def test_one_host_read_per_step(accum_steps):
-    "fit keeps a step's losses and metrics on the device and reads them once; the evaluation once per epoch"
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_one_host_read_per_step(name, accum_steps):
+    "Every family: a step's losses and metrics stay on the device and are read once; the evaluation once per epoch"
+    make, data = FAMILIES[name]
     seed_everything(0)
-    model = vit(pool="cls")
-    x, y = images(32)
-    dl = TensorLoader(x, y, batch_size=4)                 # 8 batches: 8 // accum_steps steps per epoch
+    model = make()
+    batch = data(32)
+    dl = TensorLoader(*batch, batch_size=4)               # 8 batches: 8 // accum_steps steps per epoch
     with HostReads() as reads:
-        hist = fit(model, dl, TensorLoader(x, y, batch_size=8), epochs=2, lr=1e-3, warmup=0, device="cpu",
-                   accum_steps=accum_steps, progress=False, verbose=False, precision="fp32")
+        hist = fit(model, dl, TensorLoader(*batch, batch_size=8), epochs=2, lr=1e-3, schedule=WarmupCosine(0),
+                   device="cpu", accum_steps=accum_steps, progress=False, verbose=False, precision="fp32")
     steps = len(hist["loss"])
     assert steps == 2 * 8 // accum_steps
     assert len(reads.where) == steps + 2, reads.where     # one per step, one per evaluation

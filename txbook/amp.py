@@ -74,15 +74,18 @@ def check_master_weights(model:nn.Module,
                          precision:Precision|torch.dtype|None, # the autocast type fit will use
                          device:torch.device|str='cuda',       # where a name is resolved
                         ):
-    "Refuse 16-bit autocast on a model whose trainable weights are not float32 (no master weights)"
+    "Refuse 16-bit autocast on 16-bit trainable weights (no master copy); warn if AdamW steps them"
     amp = resolve_precision(precision, device)
-    if amp is None: return                                # float32 compute: the model's own dtype
     bad = {n: p.dtype for n, p in model.named_parameters() if p.requires_grad
            and p.dtype != torch.float32}
-    if bad:
-        name, dtype = next(iter(bad.items()))
-        kinds = ', '.join(sorted({str(d).removeprefix('torch.') for d in bad.values()}))
+    if not bad: return
+    name, dtype = next(iter(bad.items()))
+    kinds = ', '.join(sorted({str(d).removeprefix('torch.') for d in bad.values()}))
+    which = f"{len(bad)} parameters are {kinds} (e.g. {name}: {str(dtype).removeprefix('torch.')})"
+    if amp is not None:
         raise ValueError(f"mixed precision ({str(amp).removeprefix('torch.')}) keeps float32 "
-                         f"weights and computes in 16 bits, but {len(bad)} parameters are {kinds} "
-                         f"(e.g. {name}: {str(dtype).removeprefix('torch.')}): call model.float() "
-                         f"first, or train them as they are with precision='fp32'")
+                         f"weights and computes in 16 bits, but {which}: call model.float() first")
+    warnings.warn(f"{which}: without autocast the optimiser steps them as they are, and an "
+                  f"update below 2^-8 (bfloat16) or 2^-11 (float16) of a weight is lost; call "
+                  f"model.float() to keep float32 weights (and precision='bf16' or 'fp16' for "
+                  f"16-bit compute)")

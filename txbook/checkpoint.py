@@ -7,6 +7,7 @@ Docs: https://txbook.github.io/txbook/nbs/i_checkpoint.html.md"""
 # %% ../nbs/i_checkpoint.ipynb #a4fe6051
 from __future__ import annotations
 import json, os, random, tempfile, warnings
+from typing import Literal
 from pathlib import Path
 import numpy as np
 import torch
@@ -15,10 +16,12 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from .data import commit_file
 
-def rng_state() -> dict[str, Tensor]:
-    "This process's random generators: PyTorch's (CPU, every CUDA device, MPS), Python's, NumPy's"
+def rng_state(*, cuda:Literal['all', 'current']='all', # the generators of every GPU, or this one's
+             ) -> dict[str, Tensor]:
+    "This process's random generators: PyTorch's (CPU, CUDA, MPS), Python's, NumPy's"
     s = {'rng.torch': torch.get_rng_state()}
-    if torch.cuda.is_available():
+    if torch.cuda.is_available() and cuda == 'current': s['rng.cuda'] = torch.cuda.get_rng_state()
+    elif torch.cuda.is_available():
         s.update({f'rng.cuda.{i}': t for i, t in enumerate(torch.cuda.get_rng_state_all())})
     if torch.backends.mps.is_available(): s['rng.mps'] = torch.mps.get_rng_state()
     version, words, gauss = random.getstate()             # Mersenne Twister: 624 words + index
@@ -32,6 +35,10 @@ def rng_state() -> dict[str, Tensor]:
 def _set_rng_state(tensors:dict[str, Tensor], pre:str):
     "Restore the generators `rng_state` saved under the prefix `pre` ('rng.' or 'rng.rank1.')"
     torch.set_rng_state(tensors[pre + 'torch'])
+    if pre + 'cuda' in tensors:                           # one process's own GPU
+        if torch.cuda.is_available(): torch.cuda.set_rng_state(tensors[pre + 'cuda'])
+        else: warnings.warn("the checkpoint holds a CUDA generator and this machine has no GPU: "
+                            "it is not restored")
     cuda_keys = sorted((k for k in tensors if k.startswith(pre + 'cuda.')),
                        key=lambda k: int(k.rsplit('.', 1)[1]))          # 'cuda.10' after 'cuda.9'
     cuda = [tensors[k] for k in cuda_keys]
@@ -88,7 +95,7 @@ def save_checkpoint(path:str|Path,                   # the .safetensors file to 
     return path
 
 # %% auto #0
-__all__ = ['rng_state', 'save_checkpoint', 'checkpoint_meta', 'load_checkpoint']
+__all__ = ['rng_state', 'save_checkpoint', 'checkpoint_meta', 'load_checkpoint', 'run_record', 'run_differences', 'Checkpoint']
 
 # %% ../nbs/i_checkpoint.ipynb #6a0d82fd
 def checkpoint_meta(path:str|Path) -> dict:    # {'step': int, 'meta': dict}
@@ -124,6 +131,96 @@ def load_checkpoint(path:str|Path, model:nn.Module,
         optimizer.load_state_dict({'state': state, 'param_groups': info['param_groups']})
     if scheduler is not None and 'scheduler' in info: scheduler.load_state_dict(info['scheduler'])
     pre = 'rng.' if rank == 0 else f'rng.rank{rank}.'
-    # a checkpoint written by fewer processes has no state for this rank: leave its generators
     if restore_rng and pre + 'torch' in tensors: _set_rng_state(tensors, pre)
+    elif restore_rng:               # written by fewer processes: this rank's state is not in it
+        warnings.warn(f"{path} holds no random state for rank {rank} (it was written by fewer "
+                      f"processes): this rank keeps its generators, so its random numbers are not "
+                      f"those of the saved run")
     return {'step': info['step'], 'meta': info['meta']}
+
+# %% ../nbs/i_checkpoint.ipynb #c4d5e6f7
+import hashlib, math
+from dataclasses import dataclass
+from typing import Callable
+
+_NOT_RECORDED = {'params', 'lr', 'initial_lr', 'foreach', 'fused', 'capturable', 'differentiable'}
+
+def _named(v):
+    "A record's value: a dtype by its name, code by 'module.name' (a partial's function), or itself"
+    if isinstance(v, torch.dtype): return str(v).removeprefix('torch.')
+    if not callable(v): return v
+    f = getattr(v, 'func', v)                             # functools.partial: its function
+    f = f if hasattr(f, '__qualname__') else type(f)      # a callable object: its class
+    return f"{getattr(f, '__module__', '?')}.{f.__qualname__}"
+
+def run_record(model:nn.Module,
+               optimizer:torch.optim.Optimizer,
+               schedule:Callable[[int], float],    # step t -> the factor of the rate
+               loader:dict,                        # what decides the batches (`describe()`)
+               *, steps:int,                       # the run's optimiser steps
+               **options,                          # epochs, lr, loss, precision, world, ...
+              ) -> dict:                           # as it reads back from the file's JSON
+    "What makes a run this run: options, optimiser, data, model, and the schedule at a few steps"
+    spec = ';'.join(f"{n}:{tuple(p.shape)}" for n, p in model.named_parameters())
+    record = {k: _named(v) for k, v in options.items()}
+    record['model'] = f"{type(model).__name__} {hashlib.sha256(spec.encode()).hexdigest()[:12]}"
+    record['optimizer'] = type(optimizer).__name__
+    for i, group in enumerate(optimizer.param_groups):
+        record[f'optimizer.{i}.params'] = len(group['params'])
+        record |= {f'optimizer.{i}.{k}': v for k, v in group.items()
+                   if k not in _NOT_RECORDED and v is not None}
+    record |= {f'loader.{k}': _named(v) for k, v in loader.items()}
+    probes = sorted({0, 1, 2, steps // 4, steps // 2, 3 * steps // 4, steps - 2, steps - 1})
+    record['steps'] = steps
+    record['schedule'] = {str(t): float(schedule(t)) for t in probes if 0 <= t < steps}
+    return json.loads(json.dumps(record))
+
+def run_differences(saved:dict|None, run:dict) -> list[str]:
+    "What differs between the run a checkpoint recorded and this one"
+    if saved is None: return ['the checkpoint records no run']
+    keys = sorted((run.keys() | saved.keys()) - {'schedule'})
+    out = [f"{k}: {saved.get(k)!r} in the checkpoint, {run.get(k)!r} now"
+           for k in keys if saved.get(k) != run.get(k)]
+    a, b = saved.get('schedule', {}), run['schedule']
+    out += [f"schedule at step {t}: {a.get(t)!r} in the checkpoint, {b.get(t)!r} now"
+            for t in sorted(a.keys() | b.keys(), key=int)
+            if a.get(t) is None or b.get(t) is None or not math.isclose(a[t], b[t], rel_tol=1e-9)]
+    return out
+
+@dataclass(frozen=True)
+class Checkpoint:
+    "Where `fit` keeps its run, how often it saves it, and whether it resumes a run found there"
+    path:str|Path               # a .safetensors file
+    every:int|None=None         # also save every this many steps (always: each epoch, and the end)
+    resume:bool|None=None       # None: resume this run, refuse another; True: resume even another
+                                # with today's options; False: start afresh and overwrite
+
+    def load(self, model:nn.Module, optimizer, scheduler, *, run:dict, rank:int=0,
+             scaler:torch.amp.GradScaler|None=None,
+            ) -> tuple[int, dict|None, list[str]]:   # step, history (None: afresh), what to say
+        "Resume the run saved at `path` into the objects given, if it is to be resumed"
+        path = Path(self.path)
+        if self.resume is False or (self.resume is None and not path.exists()): return 0, None, []
+        if not path.exists(): raise FileNotFoundError(f"resume=True, but there is no {path}")
+        said = []
+        if diffs := run_differences(checkpoint_meta(path)['meta'].get('run'), run):
+            if self.resume is None:           # read and compared before anything is loaded
+                raise ValueError(f"{path} holds another run ({'; '.join(diffs)}): resume=True "
+                                 f"continues it with these options, resume=False starts afresh "
+                                 f"and overwrites it; or choose another file")
+            said.append(f"resuming {path} with other options: {'; '.join(diffs)}")
+        info = load_checkpoint(path, model, optimizer, scheduler, rank=rank)
+        if scaler is not None and scaler.is_enabled() and 'grad_scaler' in info['meta']:
+            scaler.load_state_dict(info['meta']['grad_scaler'])
+        said.append(f"resumed from {path} at step {info['step']} of {run['steps']}")
+        return info['step'], info['meta']['history'], said
+
+    def save(self, model:nn.Module, optimizer, scheduler, *, step:int, history:dict, run:dict,
+             scaler:torch.amp.GradScaler|None=None,
+             rng:dict[str, Tensor]|None=None,   # every rank's generators (default: this process's)
+            ) -> Path:
+        "The weights, optimiser, schedule, loss scale, history and record of the run, at `step`"
+        meta = {'history': history, 'run': run}
+        if scaler is not None and scaler.is_enabled(): meta['grad_scaler'] = scaler.state_dict()
+        return save_checkpoint(self.path, model, optimizer, scheduler, step=step, meta=meta,
+                               rng=rng)

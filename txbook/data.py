@@ -15,11 +15,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 # %% auto #0
-__all__ = ['SHAKESPEARE_URL', 'SHAKESPEARE_SHA256', 'MNIST_FILES', 'MNIST_URLS', 'MNIST_SHA256', 'FASHION_CLASSES', 'MNIST_MEAN',
-           'MNIST_STD', 'FASHION_MEAN', 'FASHION_STD', 'MNIST_STATS', 'CIFAR10_URL', 'CIFAR10_SHA256',
+__all__ = ['SHAKESPEARE_URL', 'SHAKESPEARE_SHA256', 'MNIST_FILES', 'MNIST_URLS', 'MNIST_SHA256', 'IDX_SHA256', 'FASHION_CLASSES',
+           'MNIST_MEAN', 'MNIST_STD', 'FASHION_MEAN', 'FASHION_STD', 'MNIST_STATS', 'CIFAR10_URL', 'CIFAR10_SHA256',
            'CIFAR10_CLASSES', 'data_dir', 'cache_dir', 'file_sha256', 'commit_file', 'download', 'load_tinyshakespeare',
            'read_idx', 'load_mnist', 'normalise', 'load_cifar10', 'random_crop', 'random_hflip', 'augment',
-           'TensorLoader']
+           'TensorLoader', 'EpochLoader']
 
 # %% ../nbs/e_data.ipynb #ecc739e0
 def data_dir(name:str|None=None, # a dataset folder inside the data root, e.g. 'mnist' (not checked)
@@ -97,6 +97,24 @@ def _locate(name:str, fname:str, urls:list[str], sha256:str, path:str|Path|None=
     errors = '\n'.join(errors)
     raise FileNotFoundError(f"{fname} is not in {where} and no download worked:\n{errors}")
 
+# %% ../nbs/e_data.ipynb #c3a8e5f2
+_verified_files: dict[tuple, str] = {}     # (path, size, mtime) -> the SHA-256 it was found to have
+
+def _verified(path:Path,     # a local copy `_locate` found (or downloaded)
+              sha256:str,    # the digest it must have
+             ) -> Path:
+    "`path` if its SHA-256 is `sha256`, else a ValueError naming both digests; each file read once"
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if _verified_files.get(key) != sha256:
+        got = file_sha256(path)
+        if got != sha256:
+            raise ValueError(f"{path} is not the expected file: its SHA-256 is {got}, expected "
+                             f"{sha256}; remove it (the official file is then downloaded) or pass "
+                             f"the folder of the right one")
+        _verified_files[key] = got
+    return path
+
 # %% ../nbs/e_data.ipynb #a677e6ae
 SHAKESPEARE_URL = ('https://raw.githubusercontent.com/karpathy/char-rnn/master/'
                    'data/tinyshakespeare/input.txt')
@@ -106,13 +124,18 @@ def load_tinyshakespeare(path:str|Path|None=None, # a folder holding input.txt (
                         ) -> str:
     "Tiny Shakespeare as one string (local copy, else the official file checked by SHA-256)"
     p = _locate('tinyshakespeare', 'input.txt', [SHAKESPEARE_URL], SHAKESPEARE_SHA256, path)
+    p = _verified(p, SHAKESPEARE_SHA256)                  # a local copy too, not just a download
     return p.read_text(encoding='utf-8')
 
 # %% ../nbs/e_data.ipynb #4c99e0d2
-def read_idx(path:str|Path, # an IDX file, gzipped if its name ends in .gz
+def read_idx(path:str|Path,            # an IDX file, gzipped if its name ends in .gz
+             sha256:str|None=None,     # the digest its (decompressed) bytes must have, if given
             ) -> np.ndarray:
     "Read an unsigned-byte IDX file into an array of the shape its header declares"
     with (gzip.open if str(path).endswith('.gz') else open)(path, 'rb') as f: buf = f.read()
+    if sha256 is not None and (got := hashlib.sha256(buf).hexdigest()) != sha256:
+        raise ValueError(f"{path}: its IDX bytes have SHA-256 {got}, expected {sha256} (another "
+                         f"dataset's file, or a damaged one)")
     if len(buf) < 4 or buf[:2] != b'\x00\x00' or buf[2] != 0x08:
         raise ValueError(f"{path}: not an unsigned-byte IDX file "
                          f"(header {buf[:4].hex()}, expected 0000 08 0N)")
@@ -144,6 +167,17 @@ MNIST_SHA256 = {  # of the official .gz files, in the order of _MNIST_NAMES
         'a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845',
         '346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073',
         '67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5']))}
+IDX_SHA256 = {  # of the decompressed IDX files, which every copy (gzipped anyhow) must hold
+    'mnist': dict(zip(_MNIST_NAMES, [
+        'ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db',
+        '65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5',
+        '0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7',
+        'ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2'])),
+    'fashion-mnist': dict(zip(_MNIST_NAMES, [
+        'c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888',
+        'bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9',
+        '5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b',
+        '0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34']))}
 FASHION_CLASSES = ['T-shirt/top', 'Trouser', 'Pullover', 'Dress', 'Coat',
                    'Sandal', 'Shirt', 'Sneaker', 'Bag', 'Ankle boot']
 
@@ -157,7 +191,7 @@ def load_mnist(kind:Literal['mnist','fashion-mnist']='mnist', # which dataset
     if split not in MNIST_FILES: raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     files = [_locate(kind, f, [u + f for u in MNIST_URLS[kind]], MNIST_SHA256[kind][f], path)
              for f in MNIST_FILES[split]]                     # images, labels
-    x, y = read_idx(files[0]), read_idx(files[1])
+    x, y = (read_idx(f, IDX_SHA256[kind][f.name]) for f in files)   # local copies checked too
     if len(x) != len(y): raise ValueError(f"{len(x)} images but {len(y)} labels in {files}")
     return torch.from_numpy(x), torch.from_numpy(y).long()
 
@@ -204,8 +238,9 @@ def load_cifar10(split:Literal['train','test']='train', # 50,000 training or 10,
     if split not in ('train', 'test'):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     fname = 'cifar-10-python.tar.gz'
-    if path is not None and Path(path).is_file(): tgz = Path(path)
-    else: tgz = _locate('cifar10', fname, [CIFAR10_URL], CIFAR10_SHA256, path)
+    if path is not None and Path(path).is_file(): tgz = Path(path)   # named: read as it is
+    else: tgz = _verified(_locate('cifar10', fname, [CIFAR10_URL], CIFAR10_SHA256, path),
+                          CIFAR10_SHA256)                 # found or downloaded: checked
     names = [f'data_batch_{i}' for i in range(1, 6)] if split == 'train' else ['test_batch']
     with tarfile.open(tgz, 'r:gz') as tar:
         members = {Path(m.name).name: m for m in tar.getmembers() if m.isfile()}
@@ -258,6 +293,8 @@ class TensorLoader:
                  drop_last:bool=False,     # drop a last batch smaller than `batch_size`
                  seed:int=0,
                  transform:Callable|None=None, # transform(x, generator) -> x, on the first tensor
+                 per_rank:bool=False,      # torchrun: each rank holds its own tensors (else the
+                                           # same on every rank, and `fit` keeps a shard of a batch)
                 ):
         if len({len(t) for t in tensors}) != 1:
             raise ValueError(f"tensors differ in length: {[len(t) for t in tensors]}")
@@ -265,10 +302,17 @@ class TensorLoader:
         self.tensors, self.batch_size = tensors, batch_size
         self.shuffle, self.drop_last = shuffle, drop_last
         self.seed, self.transform, self.epoch, self.start = seed, transform, 0, 0
+        self.per_rank = per_rank
 
     def set_epoch(self, epoch:int, start:int=0):
         "Choose the epoch (hence the order) and the first batch of the next pass (once)"
         self.epoch, self.start = epoch, start
+
+    def describe(self) -> dict:
+        "What decides the batches, for a checkpoint's record of its run"
+        return {'rows': len(self.tensors[0]), 'batch_size': self.batch_size,
+                'shuffle': self.shuffle, 'seed': self.seed, 'drop_last': self.drop_last,
+                'transform': self.transform}
 
     def __len__(self):
         n = len(self.tensors[0])
@@ -295,3 +339,15 @@ class TensorLoader:
             if self.transform is not None:
                 batch[0] = self.transform(batch[0], torch.Generator().manual_seed(self._seed(i)))
             yield tuple(batch)
+
+# %% ../nbs/e_data.ipynb #5b8c3f21
+from typing import Iterator, Protocol, runtime_checkable
+
+@runtime_checkable
+class EpochLoader(Protocol):
+    "What `fit` and `evaluate` ask of a loader: epochs of batches, and two facts about them"
+    per_rank: bool          # torchrun: each rank's own samples (else global batches, cut in shards)
+    def __len__(self) -> int: ...                           # batches per epoch, on this rank
+    def __iter__(self) -> Iterator: ...                     # the epoch's batches, from its start
+    def set_epoch(self, epoch:int, start:int=0): ...        # the next pass: epoch, first batch
+    def describe(self) -> dict: ...                         # what decides the batches (a record)

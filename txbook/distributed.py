@@ -20,29 +20,37 @@ def rank_world() -> tuple[int, int]:
 
 def _leave_group():
     "At exit: leave the process group `setup_distributed` joined, as PyTorch asks"
+    gloo = dist.is_initialized() and dist.get_backend() == 'gloo'
     try:
         if dist.is_initialized(): dist.destroy_process_group()
     finally:
         _kept.clear()     # freed here, while Python can still serve the threads that shared them
-        time.sleep(0.1)   # for the collectives `all_reduce` does not keep: see `_kept`
+        if gloo: time.sleep(0.1)   # for the collectives `_all_reduce` does not keep: see `_kept`
 
-# The works of the latest all-reduces, kept alive. A gloo worker thread that drops the last
-# reference to a finished work frees its tensors; a tensor whose Python object died first is the
-# owner of that object, and freeing it takes the GIL. If Python has begun to exit by then, the
-# thread is ended mid-C++ and the process aborts ("terminate called without an active exception";
-# pytorch/pytorch#190489). Kept here, a work is freed by Python: 64 kept all-reduces later, by when
-# the worker has in practice let go, or at exit by `_leave_group`. Not kept: the collectives of
-# others (DDP's; `all_gather_object` in `gather_rng_states`); for them `_leave_group` waits a
-# moment at exit, a mitigation that narrows the race, not a fix.
+# pytorch/pytorch#190489 (open, no release fixes it; seen here with torch 2.13): a gloo worker
+# thread that drops the last reference to a finished work frees its tensors; a tensor whose Python
+# object died first owns that object, and freeing it takes the GIL. If Python has begun to exit by
+# then, the thread is ended mid-C++ and the process aborts ("terminate called without an active
+# exception"). So the book's own all-reduces (`_all_reduce`) keep their works under gloo, the one
+# backend whose worker threads do this: a kept work is freed by Python, 64 all-reduces later (by
+# when the worker has let go, in practice) or at exit by `_leave_group`. Not kept: the collectives
+# of others (DDP's; `all_gather_object`); for them `_leave_group` waits a moment at exit, which
+# narrows the race, no more. (On Python 3.14 CPython hangs such a thread instead of ending it,
+# gh-87135, which would turn the abort into a hang at exit.)
 _kept = collections.deque(maxlen=64)
+
+def _all_reduce(t:Tensor, op=dist.ReduceOp.SUM) -> Tensor:
+    "`all_reduce`, its work kept on gloo (see `_kept`): the book's own collectives"
+    work = dist.all_reduce(t, op=op, async_op=True)
+    work.wait()
+    if dist.get_backend() == 'gloo': _kept.append(work)
+    return t
 
 def all_reduce(t:Tensor,                   # reduced in place, on every rank
                op=dist.ReduceOp.SUM,       # a `dist.ReduceOp`
               ) -> Tensor:                 # `t`
-    "`dist.all_reduce(t, op)`, finished; its work (and `t`) stay referenced for 64 more calls"
-    work = dist.all_reduce(t, op=op, async_op=True)
-    work.wait()
-    _kept.append(work)
+    "`dist.all_reduce(t, op)` on the default group, finished when it returns"
+    dist.all_reduce(t, op=op)
     return t
 
 def setup_distributed(device=None,        # default: `default_device()`
@@ -74,8 +82,15 @@ def reduce_sums(values:list[float|Tensor], # numbers or 0-dim tensors (on any de
     if not values: return []
     sums = torch.stack([torch.as_tensor(v, dtype=torch.float64, device=device).reshape(())
                         for v in values])
-    if rank_world()[1] > 1: all_reduce(sums)
+    if rank_world()[1] > 1: _all_reduce(sums)
     return sums.tolist()
+
+def sum_ranks(x:float|Tensor,          # a number or a 0-dim tensor
+              device:torch.device,
+             ) -> Tensor:                  # float64, on `device`
+    "The sum over all ranks of `x`, left on the device (not read back)"
+    t = torch.as_tensor(x, dtype=torch.float64, device=device).clone()
+    return _all_reduce(t) if rank_world()[1] > 1 else t
 
 def all_equal(values:list[float|Tensor], device:torch.device) -> bool:
     "Whether every rank holds the same `values` (True in one process)"
@@ -83,8 +98,8 @@ def all_equal(values:list[float|Tensor], device:torch.device) -> bool:
     lo = torch.stack([torch.as_tensor(v, dtype=torch.float64, device=device).reshape(())
                       for v in values])
     hi = lo.clone()
-    all_reduce(lo, dist.ReduceOp.MIN)
-    all_reduce(hi, dist.ReduceOp.MAX)
+    _all_reduce(lo, dist.ReduceOp.MIN)
+    _all_reduce(hi, dist.ReduceOp.MAX)
     return torch.equal(lo, hi)
 
 def gather_rng_states() -> dict[str, Tensor]|None:
@@ -92,38 +107,18 @@ def gather_rng_states() -> dict[str, Tensor]|None:
     rank, world = rank_world()
     if world == 1: return None                            # `save_checkpoint` stores its own
     states = [None] * world
-    dist.all_gather_object(states, rng_state())           # each process has its own generators
+    dist.all_gather_object(states, rng_state(cuda='current'))   # each its own, and its GPU's
     return {(k if r == 0 else k.replace('rng.', f'rng.rank{r}.', 1)): v
             for r, s in enumerate(states) for k, v in s.items()}
 
 # %% auto #0
-__all__ = ['rank_world', 'all_reduce', 'setup_distributed', 'shard', 'reduce_sums', 'all_equal', 'gather_rng_states',
-           'distributed_sampler', 'resolve_split', 'wrap_model']
+__all__ = ['rank_world', 'all_reduce', 'setup_distributed', 'shard', 'reduce_sums', 'sum_ranks', 'all_equal', 'gather_rng_states',
+           'wrap_model', 'TorchLoader', 'as_loader']
 
 # %% ../nbs/j_distributed.ipynb #a1e474e1
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DistributedSampler
 from .core import compile_problem
-
-def distributed_sampler(dl) -> DistributedSampler|None:
-    "The `DistributedSampler` a loader draws its indices from, if any (its own per-rank samples)"
-    batch_sampler = getattr(dl, 'batch_sampler', None)
-    for s in (getattr(dl, 'sampler', None), getattr(batch_sampler, 'sampler', None), batch_sampler):
-        if isinstance(s, DistributedSampler): return s
-    return None
-
-def resolve_split(dl,                    # the training (or validation) loader
-                  split_batches:bool|None=None, # True: global batches to cut; False: per-rank ones
-                 ) -> bool:                    # whether each rank keeps its `shard` of every batch
-    "Cut the loader's batches into shards unless it gives each rank its own (a DistributedSampler)"
-    sampler = distributed_sampler(dl)
-    if split_batches is None: return sampler is None
-    if split_batches and sampler is not None:
-        raise ValueError("split_batches=True, but the loader draws from a DistributedSampler, "
-                         "which already gives each rank its own samples: use split_batches=False "
-                         "or None")
-    return split_batches
 
 def wrap_model(model:nn.Module, device:torch.device|str,
                *, compile:bool=False,   # torch.compile, where it can run
@@ -138,3 +133,71 @@ def wrap_model(model:nn.Module, device:torch.device|str,
         if rank == 0: print(f"compile=True skipped: {why}; training without torch.compile")
     elif compile: net = torch.compile(net)
     return net, ddp
+
+# %% ../nbs/j_distributed.ipynb #3b4c5d6e
+import itertools, warnings
+from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
+from .data import EpochLoader
+
+class TorchLoader:
+    "A PyTorch `DataLoader` as an `EpochLoader`: the epoch told to its samplers, a start skipped"
+    def __init__(self, dl:DataLoader,
+                 *, per_rank:bool|None=None,   # default: whether it has a DistributedSampler
+                ):
+        self.dl, self.start, bs = dl, 0, dl.batch_sampler
+        parts = (dl, dl.sampler, bs, getattr(bs, 'sampler', None))
+        self.sampler = next((s for s in parts if isinstance(s, DistributedSampler)), None)
+        if per_rank is False and self.sampler is not None:
+            raise ValueError("per_rank=False, but the loader draws from a DistributedSampler, "
+                             "which already gives each rank its own samples (cutting them again "
+                             "would train each rank on a part of its part)")
+        self.per_rank = self.sampler is not None if per_rank is None else per_rank
+        owners = [p for p in parts if callable(getattr(p, 'set_epoch', None))]   # Lightning's rule
+        self.owners = list({id(p): p for p in owners}.values())
+        s = self.sampler
+        if s is not None and len(s.dataset) % s.num_replicas:
+            n, R = len(s.dataset), s.num_replicas
+            what = (f"leaves {n - s.total_size} out" if s.drop_last else
+                    f"repeats {s.total_size - n}")
+            warnings.warn(f"DistributedSampler: {n} samples on {R} ranks, {s.num_samples} each: "
+                          f"every epoch {what} (evaluate leaves repeats out; training counts them)")
+
+    def set_epoch(self, epoch:int, start:int=0):
+        "Tell every part that takes one the epoch; the next pass starts at batch `start`"
+        if start and not self.owners:
+            raise ValueError(f"resuming at batch {start} of an epoch needs a loader whose order "
+                             f"depends on the epoch (a sampler with set_epoch, e.g. a "
+                             f"DistributedSampler; or a TensorLoader)")
+        for p in self.owners: p.set_epoch(epoch)
+        self.start = start
+
+    def __len__(self) -> int: return len(self.dl)
+
+    def __iter__(self):
+        start, self.start = self.start, 0             # a start applies to one pass only
+        return itertools.islice(iter(self.dl), start, None)   # the skipped batches: drawn, dropped
+
+    def describe(self) -> dict:
+        "What decides the batches, where the loader or its samplers say"
+        dl, s = self.dl, self.dl.sampler
+        shuffle = getattr(s, 'shuffle', isinstance(s, RandomSampler))
+        sized = hasattr(dl.dataset, '__len__')               # an IterableDataset has no length
+        return {'rows': len(s) if dl.batch_size and sized else None,
+                'samples': len(dl.dataset) if sized else None,
+                'batch_size': dl.batch_size, 'drop_last': dl.drop_last, 'shuffle': shuffle,
+                'seed': getattr(s, 'seed', None), 'sampler': type(s).__name__,
+                'batch_sampler': None if dl.batch_size else type(dl.batch_sampler).__name__}
+
+    def real_rows(self) -> int|None:
+        "This rank's samples that are not a DistributedSampler's repeats (None: it repeats none)"
+        s = self.sampler
+        if s is None or s.drop_last: return None
+        return len(range(s.rank, len(s.dataset), s.num_replicas))   # its samples are r, r + R, ...
+
+def as_loader(dl) -> EpochLoader:
+    "`dl` as `fit` reads it: a PyTorch `DataLoader` through `TorchLoader`; else an `EpochLoader`"
+    if isinstance(dl, DataLoader): return TorchLoader(dl)
+    if isinstance(dl, EpochLoader): return dl
+    raise TypeError(f"a loader for fit is an EpochLoader (len, iter, set_epoch(epoch, start), "
+                    f"per_rank, describe) or a torch DataLoader; got {type(dl).__name__}: wrap its "
+                    f"tensors in a TensorLoader")

@@ -12,7 +12,6 @@ from typing import Literal
 import torch
 from torch import nn, Tensor
 from .core import eval_mode
-from .losses import lm_loss
 from .mhsa import KVCache
 from .blocks import Activation, LayerNorm, TransformerBlock
 from .position import LearnedPositionEmbedding, RotaryEmbedding
@@ -181,14 +180,6 @@ class GPT(nn.Module):
         if lo < 0 or hi >= V:
             raise ValueError(f"token ids must be in [0, {V}) for vocab_size={V}; "
                              f"got min {lo}, max {hi}")
-
-    @staticmethod
-    def objective(model:nn.Module,             # maps (B, N) token ids to (B, N, V) logits
-                  batch:tuple[Tensor, Tensor], # (x, y) windows, (B, N) each
-                 ) -> Tensor:                  # the mean next-token cross-entropy
-        "`fit`'s objective for `(x, y)` windows: `lm_loss` of `model(x)`, y = x shifted by one"
-        x, y = batch
-        return lm_loss(model(x), y)
 
     @torch.no_grad()
     def generate(self, idx:Tensor,          # (B, N) prompt token ids

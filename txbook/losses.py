@@ -1,4 +1,4 @@
-"""Cross-entropy with label smoothing, accuracy, the language model's loss, and the objective: what one training step minimises, as a function of the model and a batch.
+"""Cross-entropy with label smoothing, accuracy, the language model's loss, and the contract between the models and the loop: a loss is a function of the model's outputs and the batch's targets, plus any loss term of the model's own.
 
 Docs: https://txbook.github.io/txbook/nbs/f_losses.html.md"""
 
@@ -6,16 +6,17 @@ Docs: https://txbook.github.io/txbook/nbs/f_losses.html.md"""
 
 # %% ../nbs/f_losses.ipynb #ea98eab1
 from __future__ import annotations
+from typing import NamedTuple
 import torch.nn.functional as F
-from torch import nn, Tensor
+from torch import Tensor
 
 def classification_loss(logits:Tensor,          # (..., K) class scores
-                        y:Tensor,               # (...) integer targets
+                        y:Tensor,               # (...) integer targets; -100: ignored
                         *, label_smoothing:float=0.0, # ε
-                       ) -> Tensor:             # scalar: mean over all positions
+                       ) -> Tensor:             # scalar: mean over the positions not ignored
     "Cross-entropy with optional label smoothing; any leading shape, e.g. (B, K) or (B, N, K)"
     flat = logits.flatten(0, -2).float()        # (B·N, K)
-    return F.cross_entropy(flat, y.flatten(), label_smoothing=label_smoothing)
+    return F.cross_entropy(flat, y.flatten(), label_smoothing=label_smoothing)  # ignore_index -100
 
 def accuracy(logits:Tensor, y:Tensor) -> Tensor:   # 0-dim: reading it waits for the device
     "Fraction of positions whose arg-max class is the target"
@@ -28,18 +29,30 @@ def lm_loss(logits:Tensor,  # (B, N, V) next-token logits
     return classification_loss(logits, targets)   # computed in float32
 
 # %% auto #0
-__all__ = ['classification_loss', 'accuracy', 'lm_loss', 'classification_objective']
+__all__ = ['classification_loss', 'accuracy', 'lm_loss', 'ModelOutput', 'default_loss']
 
 # %% ../nbs/f_losses.ipynb #adb14290
-def classification_objective(model:nn.Module,             # called as model(x) -> (B, ..., K) logits
-                             batch:tuple[Tensor, Tensor], # (x, y): inputs, targets (-100: ignored)
-                             *, label_smoothing:float=0.0, # ε
-                            ) -> tuple[Tensor, dict[str, Tensor], int]: # loss, {'acc': ...}, weight
-    "`fit`'s default objective: `classification_loss` of `model(x)` and `y`, accuracy, target count"
-    x, y = batch
-    logits = model(x)
-    loss = classification_loss(logits, y, label_smoothing=label_smoothing)
-    keep = y != -100                      # cross_entropy's ignore_index: a mean over the others
+class ModelOutput(NamedTuple):
+    "A model's output when its loss has a term of its own: the logits, that term, its parts"
+    logits: Tensor|None         # (B, ..., K) the class scores the targets score (None: no targets)
+    loss: Tensor|None           # scalar: the model's own loss term, its λ applied (None: none)
+    metrics: dict[str, Tensor]  # the term's parts to log, as 0-dim tensors on the device
+
+def default_loss(out:Tensor|ModelOutput,  # the model's logits (B, ..., K), or a `ModelOutput`
+                 targets:Tensor|None=None, # (B, ...) class indices, -100 = ignored; None: no labels
+                 *, label_smoothing:float=0.0, # ε of the cross-entropy
+                ) -> tuple[Tensor, dict[str, Tensor], Tensor|None]: # loss, metrics, weight
+    "`fit`'s loss: cross-entropy of logits vs targets, accuracy, target count; + the model's term"
+    own, metrics = None, {}
+    if isinstance(out, ModelOutput): out, own, metrics = out.logits, out.loss, dict(out.metrics)
+    if targets is None or out is None:                 # nothing to score: the model's own loss
+        if own is None:
+            raise ValueError("default_loss needs targets and logits, or a ModelOutput with a loss "
+                             "of the model's own; got " + ("no targets" if out is not None
+                                                           else "a ModelOutput without logits"))
+        return own, metrics, None                      # a mean over rows
+    loss = classification_loss(out, targets, label_smoothing=label_smoothing)
+    keep = targets != -100                # cross_entropy's ignore_index: a mean over the others
     n = keep.sum()                        # a tensor: read by the loop with the step's other numbers
-    acc = ((logits.argmax(-1) == y) & keep).sum() / n.clamp(min=1)
-    return loss, {'acc': acc}, n          # weight and accuracy over the same targets
+    acc = ((out.argmax(-1) == targets) & keep).sum() / n.clamp(min=1)
+    return (loss if own is None else loss + own), {'acc': acc, **metrics}, n

@@ -16,7 +16,7 @@ from .vit import ViT, patchify
 from .poslabels import APLHead
 
 # %% auto #0
-__all__ = ['PosLayout', 'Masking', 'random_masking', 'sincos_2d_layout', 'MAEOutput', 'MAE']
+__all__ = ['PosLayout', 'Masking', 'random_masking', 'sincos_2d_layout', 'MAE']
 
 # %% ../nbs/17_mae.ipynb #246ea769
 class Masking(NamedTuple):
@@ -58,12 +58,7 @@ def sincos_2d_layout(gh:int, gw:int, d:int,      # grid rows h, columns w, width
     return torch.cat([deinterleave(col), deinterleave(row)], dim=1)
 
 # %% ../nbs/17_mae.ipynb #0b86f27f
-class MAEOutput(NamedTuple):
-    loss: Tensor            # scalar: reconstruction loss + λ · position loss
-    recon_loss: Tensor      # scalar: MSE on the hidden patches
-    position_loss: Tensor   # scalar (0 without an APL head)
-    pred: Tensor            # (B, N, C·S·S) predicted pixels of every patch
-    mask: Tensor            # (B, N) bool, True = hidden
+from .losses import ModelOutput
 
 class MAE(nn.Module):
     "He et al.'s masked autoencoder around a book `ViT`; with an APL head, MAE + APL"
@@ -145,22 +140,15 @@ class MAE(nn.Module):
     def forward(self, x:Tensor,                      # (B, C, I_h, I_w) images
                 *, mask_ratio:float|None=None,       # default: self.mask_ratio
                 generator:torch.Generator|None=None, # for reproducible masks (on the CPU)
-               ) -> MAEOutput:
+               ) -> ModelOutput:                     # no logits; the loss; 'recon', 'position'
         "The loss on the hidden patches, plus λ times the position loss with an APL head"
         pred, target, m = self.reconstruct(x, mask_ratio=mask_ratio, generator=generator)
         rec = self.recon_loss(pred, target, m.mask)
         pos = rec.new_zeros(())
         if self.apl is not None and m.n_keep < pred.shape[1]:
             pos = self.position_loss(pred, m.ids_shuffle[:, m.n_keep:])
-        return MAEOutput(rec + self.lam * pos, rec, pos, pred, m.mask)
-
-    @staticmethod
-    def objective(model:nn.Module,   # an `MAE`, or `fit`'s DDP or compiled wrapper of one
-                  batch,             # images (B, C, I_h, I_w), or (images, labels): labels ignored
-                 ) -> tuple[Tensor, dict[str, float]]:
-        "`fit`'s objective for pre-training: the MAE loss; logs both of its terms"
-        out = model(batch if isinstance(batch, Tensor) else batch[0])   # masks: the global RNG
-        return out.loss, {'recon': out.recon_loss.item(), 'position': out.position_loss.item()}
+        return ModelOutput(None, rec + self.lam * pos, {'recon': rec.detach(),
+                                                        'position': pos.detach()})
 
     def no_weight_decay(self) -> set[str]:
         "The MAE's own parameter a recipe spares from weight decay: the mask token (timm, SimMIM)"

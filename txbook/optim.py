@@ -21,7 +21,24 @@ def warmup_cosine(step:int,               # t, the optimiser step (from 0)
     return min_factor + (1 - min_factor) * 0.5 * (1 + math.cos(math.pi * progress))
 
 # %% auto #0
-__all__ = ['warmup_cosine', 'warmup_inverse_sqrt', 'no_decay_names', 'make_optimizer']
+__all__ = ['warmup_cosine', 'WarmupCosine', 'warmup_inverse_sqrt', 'no_decay_names', 'make_optimizer', 'adamw']
+
+# %% ../nbs/g_optim.ipynb #b2d4f6a8
+from dataclasses import dataclass
+from functools import partial
+from typing import Callable
+
+@dataclass(frozen=True)
+class WarmupCosine:
+    "`warmup_cosine` as a schedule `fit` completes with the run's length"
+    warmup:float=0.05       # T_w in steps, or the fraction of the run's steps if < 1
+    min_factor:float=0.0    # η_min / η, the floor the cosine decays to
+
+    def for_run(self, total:int) -> Callable[[int], float]:   # step t -> η_t / η
+        "The factor of each step of a run of `total` steps"
+        if self.warmup < 0: raise ValueError(f"warmup must be >= 0, got {self.warmup}")
+        n_warm = round(self.warmup * total) if self.warmup < 1 else int(self.warmup)
+        return partial(warmup_cosine, total=total, warmup=n_warm, min_factor=self.min_factor)
 
 # %% ../nbs/g_optim.ipynb #7711ec52
 def warmup_inverse_sqrt(step:int,        # t, the optimiser step (from 0): s = t + 1
@@ -59,3 +76,10 @@ def make_optimizer(model:nn.Module, *, lr:float, weight_decay:float=0.05,
     groups = [{'params': [p for p in params if decay(p)], 'weight_decay': weight_decay},
               {'params': [p for p in params if not decay(p)], 'weight_decay': 0.0}]
     return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)
+
+def adamw(*, weight_decay:float=0.05,                   # on the matrices not named
+          betas:tuple[float, float]=(0.9, 0.999),       # AdamW's β₁, β₂
+          eps:float=1e-8,                               # AdamW's ε
+         ) -> Callable[..., torch.optim.AdamW]:         # (model, lr=) -> the optimiser
+    "`fit`'s optimiser factory: `make_optimizer` with these constants"
+    return partial(make_optimizer, weight_decay=weight_decay, betas=betas, eps=eps)

@@ -34,13 +34,20 @@ def time_it(fn:Callable[[], object],   # what to time, called with no arguments
             threads:int|None=None,     # CPU threads while timing; default: the current number
            ) -> float:                 # seconds per call, the median over the measured blocks
     "Median seconds of one call of `fn()`, measured by `torch.utils.benchmark.Timer`"
-    timer = benchmark.Timer(stmt='fn()', globals={'fn': fn},
+    # the Timer waits for CUDA itself; Apple's MPS device it does not know: the call waits for it
+    stmt = 'fn(); torch.mps.synchronize()' if _mps_in_use() else 'fn()'
+    timer = benchmark.Timer(stmt=stmt, globals={'fn': fn, 'torch': torch},
                             num_threads=threads or torch.get_num_threads())
     return timer.blocked_autorange(min_run_time=min_run_time).median
 
+def _mps_in_use() -> bool:
+    "Whether this process has an Apple GPU (MPS) that queued work may be waiting on"
+    return torch.backends.mps.is_available()
+
 def _sync():
-    "Wait for the GPU's queued work, if a GPU is in use"
+    "Wait for the GPU's queued work, if a GPU is in use (CUDA, or Apple's MPS)"
     if torch.cuda.is_available() and torch.cuda.is_initialized(): torch.cuda.synchronize()
+    if _mps_in_use(): torch.mps.synchronize()
 
 class Stopwatch:
     "Wall and CPU seconds of a `with` block (`.wall`, `.cpu`); the GPU is waited for at both ends"
@@ -116,6 +123,11 @@ def _forked_call(fn:Callable, a, threads:int, send):
     except Exception: buf = io.BytesIO(); torch.save(('error', traceback.format_exc()), buf)
     send.send_bytes(buf.getvalue())
 
+def _can_fork() -> bool:
+    "Fork only where it is safe: Linux, before this process has started CUDA"
+    return (sys.platform.startswith('linux') and 'fork' in mp.get_all_start_methods()
+            and not (torch.cuda.is_available() and torch.cuda.is_initialized()))
+
 def fork_map(fn:Callable,    # called as fn(a); returns what `torch.save` saves (tensors, numbers)
              args:Iterable,  # one call per item, all started at once
              *,
@@ -123,7 +135,7 @@ def fork_map(fn:Callable,    # called as fn(a); returns what `torch.save` saves 
             ) -> list:       # [fn(a) for a in args], in order
     "`[fn(a) for a in args]`, computed side by side in forked processes of `threads` threads each"
     args = list(args)
-    if 'fork' not in mp.get_all_start_methods():            # Windows: one call after the other
+    if not _can_fork():                                     # one call after the other
         with torch_threads(threads): return [fn(a) for a in args]
     ctx, jobs = mp.get_context('fork'), []
     for a in args:

@@ -10,13 +10,13 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
-from .losses import accuracy, classification_loss
+from .losses import ModelOutput
 from .swin import Swin
 
 # %% auto #0
 __all__ = ['LabelKind', 'Halves', 'PAPER_TABLE1', 'PAPER_TABLE2', 'absolute_position_labels', 'relative_position_labels',
            'absolute_position_classes', 'relative_position_classes', 'position_loss', 'APLHead', 'RPLHead',
-           'position_label_objective', 'PositionLabelViT', 'PositionLabelSwin']
+           'PositionLabelViT', 'PositionLabelSwin']
 
 # %% ../nbs/13_poslabels.ipynb #447e1eba
 def absolute_position_labels(gh:int,  # h, rows of the patch grid
@@ -166,27 +166,13 @@ class RPLHead(nn.Module):
         target = self.labels.expand(len(pred), *self.labels.shape)      # (B, N, N, 2) or (B, N, N)
         return position_loss(pred, target, kind=self.kind)
 
-# %% ../nbs/13_poslabels.ipynb #47af291b
-def position_label_objective(model:nn.Module,             # a position-label model, or fit's wrapper
-                             batch:tuple[Tensor, Tensor], # (images, labels)
-                            ) -> tuple[Tensor, dict[str, float]]: # loss, logs
-    "The joint loss as `fit`'s objective: CE + λ · position loss, called through the wrapper"
-    x, y = batch
-    logits, positions = model(x, return_positions=True)   # through the wrapper, for DDP
-    core = getattr(model, 'module', model)                 # the model itself (no wrapper)
-    pos = core.position_loss(positions)
-    ce = classification_loss(logits, y, label_smoothing=core.label_smoothing)
-    loss = ce + core.lam * pos
-    return loss, {'acc': accuracy(logits, y), 'position': pos.item()}
-
 # %% ../nbs/13_poslabels.ipynb #0360cf6e
 class PositionLabelViT(nn.Module):
-    "A ViT with position-label heads on its final patch tokens; `objective`: CE + λ·position loss"
+    "A ViT with position-label heads on its final patch tokens; its output carries λ·position loss"
     def __init__(self, vit:nn.Module,             # a `txbook.vit.ViT`
                  *, apl:APLHead|None=None,        # absolute position labels
                  rpl:RPLHead|None=None,           # relative position labels
                  lam:float=0.5,                   # λ, weight of the position loss (code: 0.5)
-                 label_smoothing:float=0.0,       # ε of the cross-entropy (0: the plain loss)
                 ):
         super().__init__()
         for name, head in (('apl', apl), ('rpl', rpl)):
@@ -194,42 +180,32 @@ class PositionLabelViT(nn.Module):
                 raise ValueError(f"{name} labels are for a {head.grid[0]}x{head.grid[1]} grid, "
                                  f"the ViT makes a {vit.grid[0]}x{vit.grid[1]} grid")
         self.vit, self.apl, self.rpl, self.lam = vit, apl, rpl, lam
-        self.label_smoothing = label_smoothing
 
-    def forward(self, x:Tensor,                   # (B, C, I_h, I_w) images
-                *, return_positions:bool=False,   # also return the position predictions
-               ):                                 # (B, K) logits [, {'apl': ..., 'rpl': ...}]
-        feats = self.vit.forward_features(x)      # (B, T, D), after the final LayerNorm
-        logits = self.vit.forward_head(feats)     # (B, K)
-        if not return_positions: return logits
-        z = feats[:, self.vit.n_prefix:]          # (B, N, D): z_1 .. z_N, the patch tokens
+    def positions(self, feats:Tensor,             # (B, T, D) the ViT's final tokens
+                 ) -> dict[str, Tensor]:          # {'apl': (B, N, ·), 'rpl': (B, N, N, ·)}
+        "Each head's predictions from the patch tokens z_1 .. z_N"
+        z = feats[:, self.vit.n_prefix:]          # (B, N, D): the patch tokens
         heads = {'apl': self.apl, 'rpl': self.rpl}
-        return logits, {k: h(z) for k, h in heads.items() if h is not None}
+        return {k: h(z) for k, h in heads.items() if h is not None}
 
     def position_loss(self, positions:dict[str, Tensor]) -> Tensor:   # scalar
         "Sum of the heads' position losses of one call's predictions"
-        losses = [getattr(self, k).loss(p) for k, p in positions.items()]
-        return sum(losses) if losses else torch.zeros(())
+        return sum(getattr(self, k).loss(p) for k, p in positions.items())
 
-    def loss(self, logits:Tensor, positions:dict[str, Tensor], y:Tensor) -> Tensor:
-        "Joint loss of one call: cross-entropy + λ · position loss"
-        ce = classification_loss(logits, y, label_smoothing=self.label_smoothing)
-        return ce + self.lam * self.position_loss(positions)
-
-    @staticmethod
-    def objective(model:nn.Module,               # the model, or fit's DDP/compiled wrapper of it
-                  batch:tuple[Tensor, Tensor],   # (images, labels)
-                 ) -> tuple[Tensor, dict[str, float]]:
-        "`fit`'s objective: `position_label_objective`, CE + λ · the heads' position losses"
-        return position_label_objective(model, batch)
+    def forward(self, x:Tensor,                   # (B, C, I_h, I_w) images
+               ) -> ModelOutput:                  # logits (B, K), λ · position loss, its parts
+        feats = self.vit.forward_features(x)      # (B, T, D), after the final LayerNorm
+        logits = self.vit.forward_head(feats)     # (B, K)
+        if self.apl is None and self.rpl is None: return ModelOutput(logits, None, {})
+        pos = self.position_loss(self.positions(feats))
+        return ModelOutput(logits, self.lam * pos, {'position': pos.detach()})
 
 # %% ../nbs/13_poslabels.ipynb #ebab57dc
 class PositionLabelSwin(nn.Module):
-    "A Swin with a position-label head on its last stage's tokens; loss = CE + λ · position loss"
+    "A Swin with a position-label head on its last stage's tokens; its output holds λ·position loss"
     def __init__(self, swin:Swin,                  # the classifier
                  head:APLHead|RPLHead,             # for the last stage's grid
                  *, lam:float=0.5,                 # λ, weight of the position loss (code: 0.5)
-                 label_smoothing:float=0.1,        # ε of the cross-entropy (Swin's recipe: 0.1)
                 ):
         super().__init__()
         gh, gw = swin.stage_grids(swin.grid)[-1]
@@ -237,31 +213,25 @@ class PositionLabelSwin(nn.Module):
             raise ValueError(f"the head's labels are for a {head.grid[0]}x{head.grid[1]} grid, "
                              f"the Swin's last stage makes a {gh}x{gw} grid")
         self.swin, self.head, self.lam = swin, head, lam
-        self.label_smoothing = label_smoothing
 
-    def forward(self, x:Tensor,                    # (B, C, I_h, I_w) images
-                *, return_positions:bool=False,    # also return the head's position predictions
-               ):                                  # (B, K) logits [, the head's predictions]
-        feats = self.swin.forward_features(x)      # (B, N_last, D_last): the last stage's tokens
-        logits = self.swin.forward_head(feats)     # (B, K)
-        if not return_positions: return logits
-        return logits, self.head(feats)            # (B, N, 2), (B, N, N, 2) or class scores
+    def positions(self, feats:Tensor) -> Tensor:   # (B, N, D) last tokens -> the head's predictions
+        "The head's predictions: (B, N, 2), (B, N, N, 2) or class scores"
+        return self.head(feats)
 
     def position_loss(self, pred:Tensor) -> Tensor:   # the head's predictions -> scalar
         "The head's position loss (`PositionLabelViT.position_loss` with one head)"
         return self.head.loss(pred)
 
+    def forward(self, x:Tensor,                    # (B, C, I_h, I_w) images
+               ) -> ModelOutput:                   # logits (B, K), λ · position loss, its parts
+        feats = self.swin.forward_features(x)      # (B, N_last, D_last): the last stage's tokens
+        logits = self.swin.forward_head(feats)     # (B, K)
+        pos = self.position_loss(self.positions(feats))
+        return ModelOutput(logits, self.lam * pos, {'position': pos.detach()})
+
     def no_weight_decay(self) -> set[str]:
         "The Swin's position tables (`Swin.no_weight_decay`), under this module's parameter names"
         return {f'swin.{name}' for name in self.swin.no_weight_decay()}
-
-    @staticmethod
-    def objective(model:nn.Module,                 # the model, or fit's DDP/compiled wrapper of it
-                  batch:tuple[Tensor, Tensor],     # (images, labels)
-                 ) -> tuple[Tensor, dict[str, float]]:
-        "`fit`'s objective: `position_label_objective`, CE + λ · the head's position loss"
-        return position_label_objective(model, batch)
-
 
 # %% ../nbs/13_poslabels.ipynb #d4a5f6b7
 # The paper's Tables 1 (ViT-B) and 2 (Swin-B), Mini-ImageNet, in %: (PE, labels) -> (top-1, top-5)

@@ -146,8 +146,8 @@ class Transformer(nn.Module):
 
     def forward(self, src:Tensor,                # (B, M) source ids
                 tgt:Tensor,                      # (B, N) target ids (teacher forcing)
+                src_keep:Tensor|None=None,       # (B, M) bool, False = PAD (a batch's 3rd input)
                 *,
-                src_keep:Tensor|None=None,       # (B, M) bool, False = PAD
                 tgt_keep:Tensor|None=None,       # (B, N) bool, False = PAD
                ) -> Tensor:                      # logits (B, N, V)
         "Teacher forcing: `encode` the source, then `decode` the whole target in one pass"

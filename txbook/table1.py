@@ -49,6 +49,8 @@ __all__ = ['Recipe', 'POSITIONS', 'LABELS', 'RECIPES', 'ROWS', 'row_name', 'make
            'judge', 'read_claims']
 
 # %% ../nbs/15_table1.ipynb #49668e8d
+from .optim import WarmupCosine
+
 class Table1(NamedTuple):
     top1:dict        # (pos, label, recipe) -> (seeds,) top-1 test accuracy, heads dropped
     top5:dict        # (pos, label, recipe) -> (seeds,) top-5 test accuracy
@@ -75,15 +77,15 @@ def table1(Xtr:Tensor, Ytr:Tensor,   # training images (n, 1, 28, 28), normalise
            workers:int=1,            # > 1: that many runs side by side (CPU: one process per core)
            log:Callable[[str], None]|None=None,   # called with one line per row
           ) -> Table1:
-    "Every row, every seed: the same data, batches, steps and model; `fit` with the joint objective"
+    "Every row, every seed: the same data, batches, steps and model; `fit` with the joint loss"
     def run(job):
         (pos, label, recipe), seed = job
         seed_everything(seed)
         m = make_model(pos, label, recipe, **model)
         dl = TensorLoader(Xtr, Ytr, batch_size=batch_size, shuffle=True, seed=seed)
         with Stopwatch() as sw:
-            fit(m, dl, epochs=epochs, lr=lr, warmup=0.1, objective=m.objective,
-                device=device, verbose=False, progress=False)
+            fit(m, dl, epochs=epochs, lr=lr, schedule=WarmupCosine(0.1), device=device,
+                verbose=False, progress=False)
         logits = predict(m.vit, Xte, device=device)                     # heads dropped
         top1, top5 = topk_accuracy(logits, Yte, 1), topk_accuracy(logits, Yte, 5)
         return top1, top5, m.cpu(), sw.wall, sw.cpu

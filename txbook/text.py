@@ -168,6 +168,7 @@ def estimate_loss(model:nn.Module, data:Tensor, *, block_size:int, batch_size:in
 # %% ../nbs/05_text.ipynb #f539917a
 class Windows:
     "`n_batches` batches of `get_batch`'s random windows, the same for the same (seed, epoch)"
+    per_rank = False                    # torchrun: the same windows on every rank; fit shards them
     def __init__(self, data:Tensor,     # (n_tokens,) token ids of the whole text
                  block_size:int,        # N, window length
                  batch_size:int,        # B, windows per batch
@@ -192,6 +193,11 @@ class Windows:
         self.epoch, self.start = epoch, start
 
     def __len__(self): return self.n_batches
+
+    def describe(self) -> dict:
+        "What decides the batches, for a checkpoint's record of its run"
+        return {'tokens': len(self.data), 'block_size': self.block_size,
+                'batch_size': self.batch_size, 'batches': self.n_batches, 'seed': self.seed}
 
     def __iter__(self):
         start, self.start = self.start, 0         # a start applies to one pass only

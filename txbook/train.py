@@ -6,7 +6,7 @@ Docs: https://txbook.github.io/txbook/nbs/k_train.html.md"""
 
 # %% ../nbs/k_train.ipynb #6b0b90dc
 from __future__ import annotations
-import contextlib, inspect, itertools, json, math, os
+import contextlib, itertools, os
 from functools import partial
 from pathlib import Path
 from typing import Callable
@@ -14,14 +14,14 @@ import torch
 from torch import nn, Tensor
 from fastprogress.fastprogress import progress_bar
 from .core import eval_mode
-from .losses import classification_objective
-from .optim import make_optimizer, warmup_cosine
+from .data import EpochLoader
+from .losses import ModelOutput, default_loss
+from .optim import WarmupCosine, adamw
 from .amp import (Precision, autocast, check_master_weights, grad_scaler, resolve_precision,
                         scaled_step)
-from .checkpoint import checkpoint_meta, load_checkpoint, save_checkpoint
-from .distributed import (all_equal, all_reduce, distributed_sampler, gather_rng_states,
-                                rank_world, reduce_sums, resolve_split, setup_distributed, shard,
-                                wrap_model)
+from .checkpoint import Checkpoint, run_record
+from .distributed import (TorchLoader, all_equal, as_loader, gather_rng_states, rank_world,
+                                reduce_sums, setup_distributed, shard, sum_ranks, wrap_model)
 
 def _rows(batch) -> int:
     "B: the rows of a batch, a tensor or a tuple of tensors with one first dimension"
@@ -32,96 +32,87 @@ def _to(batch, device:torch.device):
     if isinstance(batch, Tensor): return batch.to(device)
     return type(batch)(t.to(device) for t in batch)
 
+def _inputs_targets(batch) -> tuple[tuple[Tensor, ...], Tensor|None]:
+    "The contract's reading of a batch: (inputs..., targets); a lone tensor or 1-tuple: inputs only"
+    if isinstance(batch, Tensor): return (batch,), None
+    return (tuple(batch), None) if len(batch) == 1 else (tuple(batch[:-1]), batch[-1])
+
 def _answer(out) -> tuple[Tensor, dict, Tensor|float|None]:
-    "An objective's answer, `loss`, `(loss, metrics)` or `(loss, metrics, weight)`, unpacked"
+    "A loss function's answer, `loss`, `(loss, metrics)` or `(loss, metrics, weight)`, unpacked"
     if isinstance(out, tuple) and len(out) not in (2, 3):
-        raise ValueError(f"an objective returns loss, (loss, metrics) or (loss, metrics, weight), "
-                         f"got a tuple of {len(out)}")
+        raise ValueError(f"a loss function returns loss, (loss, metrics) or (loss, metrics, "
+                         f"weight), got a tuple of {len(out)}")
     loss, metrics, weight = (*out, None)[:3] if isinstance(out, tuple) else (out, {}, None)
     if not isinstance(loss, Tensor) or loss.ndim != 0:
-        raise ValueError(f"an objective must return a scalar loss tensor, got {type(loss).__name__}"
-                         f" of shape {tuple(getattr(loss, 'shape', ()))}")
+        raise ValueError(f"a loss function must return a scalar loss tensor, got "
+                         f"{type(loss).__name__} of shape {tuple(getattr(loss, 'shape', ()))}")
     if not (weight is None or isinstance(weight, (int, float))
             or isinstance(weight, Tensor) and weight.ndim == 0):
-        raise ValueError(f"an objective's weight (the units its loss averages over) is a number "
-                         f"or a 0-dim tensor, got {type(weight).__name__} "
+        raise ValueError(f"a loss's weight (the units it averages over) is a number or a 0-dim "
+                         f"tensor, got {type(weight).__name__} "
                          f"{tuple(getattr(weight, 'shape', ()))}")
     if isinstance(weight, (int, float)) and weight < 0:
-        raise ValueError(f"an objective's weight counts units, got {weight}")
+        raise ValueError(f"a loss's weight counts units, got {weight}")
     metrics = {k: v.detach() if isinstance(v, Tensor) else float(v) for k, v in metrics.items()}
     return loss, metrics, weight                           # tensors stay on the device: no sync
 
-def _warmup_cosine(total:int, warmup:float) -> Callable[[int], float]:
-    "fit's default schedule: `warmup` steps (or that fraction of `total` if < 1), then cosine"
-    n_warm = round(warmup * total) if warmup < 1 else int(warmup)
-    return partial(warmup_cosine, total=total, warmup=n_warm)
-
-def _objective(objective:Callable|None, model:nn.Module, label_smoothing:float) -> Callable:
-    "The objective to minimise; options that conflict raise, none is ignored"
-    if objective is not None and label_smoothing:
-        raise ValueError(f"label_smoothing={label_smoothing} is an option of the default "
-                         f"objective; a custom objective smooths its own targets")
-    if objective is None: return partial(classification_objective, label_smoothing=label_smoothing)
-    if getattr(objective, '__self__', None) is model:
-        raise ValueError(f"objective {objective.__name__!r} is a method bound to the model, but "
-                         f"fit passes the DDP-wrapped model: make it a staticmethod (model, batch)")
-    return objective
+def _loss_fn(loss:Callable|None, label_smoothing:float) -> Callable:
+    "The loss function to minimise; options that conflict raise, none is ignored"
+    if loss is not None and label_smoothing:
+        raise ValueError(f"label_smoothing={label_smoothing} is an option of the default loss; "
+                         f"a custom loss smooths its own targets")
+    return partial(default_loss, label_smoothing=label_smoothing) if loss is None else loss
 
 # %% auto #0
 __all__ = ['evaluate', 'predict', 'fit', 'plot_history']
 
 # %% ../nbs/k_train.ipynb #be618e12
-def _real_rows(dl) -> int|None:
-    "This rank's samples that are not a DistributedSampler's padding (None: it pads nothing)"
-    s = distributed_sampler(dl)
-    if s is None or s.drop_last: return None              # drop_last: no repeated sample
-    return len(range(s.rank, len(s.dataset), s.num_replicas))   # its samples are r, r + R, ...
-
 def _head(batch, n:int):
     "The first `n` rows of a batch"
     return batch[:n] if isinstance(batch, Tensor) else type(batch)(t[:n] for t in batch)
 
 @torch.no_grad()
-def _evaluate(model:nn.Module, dl, objective:Callable, device:torch.device,
-              amp:torch.dtype|None, split:bool) -> dict[str, float]:
-    "Weighted means over `dl` of the objective's loss and metrics, in eval mode, all ranks"
+def _evaluate(model:nn.Module, dl:EpochLoader, loss_fn:Callable, device:torch.device,
+              amp:torch.dtype|None) -> dict[str, float]:
+    "Weighted means over `dl` of the loss and its metrics, in eval mode, all ranks"
     rank, world = rank_world()
     total, sums = 0, {}
-    left = _real_rows(dl)             # a sampler's padding comes last on each rank: cut it off
+    left = dl.real_rows() if isinstance(dl, TorchLoader) else None   # a sampler's repeats: last
     with eval_mode(model):
         for batch in dl:
-            batch = shard(batch, rank, world) if split and world > 1 else batch
+            batch = shard(batch, rank, world) if world > 1 and not dl.per_rank else batch
             if left is not None:
                 batch = _head(batch, left)
                 left -= _rows(batch)
             k = _rows(batch)
             if k == 0: continue                            # a last batch with fewer rows than ranks
+            inputs, targets = _inputs_targets(_to(batch, device))
             with autocast(device, amp):
-                loss, metrics, weight = _answer(objective(model, _to(batch, device)))
-            w = k if weight is None else weight            # rows, unless the objective counts units
+                loss, metrics, weight = _answer(loss_fn(model(*inputs), targets))
+            w = k if weight is None else weight            # rows, unless the loss counts units
             for name, v in {'loss': loss.detach(), **metrics}.items():
-                v = v.double() if isinstance(v, Tensor) else v
-                sums[name] = sums.get(name, 0.0) + v * w
+                v = (v.double() if isinstance(v, Tensor) else v) * w
+                if isinstance(w, Tensor): v = torch.where(w > 0, v, 0.0)   # no units: not a NaN
+                sums[name] = sums.get(name, 0.0) + v
             total = total + w
     totals = reduce_sums([total, *sums.values()], device)  # add up the sums of all ranks, read once
     return {name: t / totals[0] for name, t in zip(sums, totals[1:])}
 
 def evaluate(model:nn.Module, dl, *,
-             objective:Callable|None=None,  # as `fit`'s; default: classification of (x, y)
+             loss:Callable|None=None,       # as `fit`'s; default: `default_loss`
+             label_smoothing:float=0.0,     # ε of the default loss
              device=None,                   # default: the model's
              precision:Precision='auto',
-             split_batches:bool|None=None,  # torchrun: as `fit`'s (None: unless a sampler's)
-            ) -> dict[str, float]:          # 'loss' and the objective's metrics
-    "Weighted mean loss and metrics of `objective` over `dl` (eval mode); torchrun: all ranks'"
+            ) -> dict[str, float]:          # 'loss' and the loss function's metrics
+    "Weighted mean loss and metrics over `dl` (eval mode); torchrun: all ranks'"
     device = device or next(model.parameters()).device
-    objective = _objective(objective, model, 0.0)
-    split = resolve_split(dl, split_batches)
-    return _evaluate(model, dl, objective, device, resolve_precision(precision, device), split)
+    amp = resolve_precision(precision, device)
+    return _evaluate(model, as_loader(dl), _loss_fn(loss, label_smoothing), device, amp)
 
 @torch.no_grad()
 def predict(model:nn.Module, x:Tensor, *, batch_size:int=512, device=None,
             precision:Precision='auto') -> Tensor:
-    "`model`'s outputs for the rows of `x`, in batches, in eval mode, on the CPU; 16-bit as float32"
+    "`model`'s logits for the rows of `x`, in batches, in eval mode, on the CPU; 16-bit as float32"
     device = device or next(model.parameters()).device
     amp = resolve_precision(precision, device)
     out = []
@@ -129,6 +120,7 @@ def predict(model:nn.Module, x:Tensor, *, batch_size:int=512, device=None,
         for i in range(0, len(x), batch_size):
             with autocast(device, amp):
                 y = model(x[i:i + batch_size].to(device))
+            if isinstance(y, ModelOutput): y = y.logits    # the class scores, not the model's loss
             out.append((y.float() if amp else y).cpu())   # autocast's bf16/fp16 -> float32
     return torch.cat(out)
 
@@ -137,12 +129,6 @@ def _groups(batches, k:int):
     "Consecutive lists of `k` batches (the last one may be shorter)"
     it = iter(batches)
     while group := list(itertools.islice(it, k)): yield group
-
-def _ranks_sum(x, device:torch.device) -> Tensor:
-    "The sum over all ranks of a number, as a float64 tensor on `device` (not read back)"
-    t = torch.as_tensor(x, dtype=torch.float64, device=device).clone()
-    all_reduce(t)
-    return t
 
 def _mark_dynamic(batch):
     "Tell torch.compile that the batch's first dimension varies (the last batch is smaller)"
@@ -164,10 +150,15 @@ def _scale_grads(net:nn.Module, factor):
         for p in net.parameters():
             if p.grad is not None: p.grad.mul_(factor)
 
+def _finite_grads(net:nn.Module) -> bool:
+    "Whether every gradient of `net` is finite (one read)"
+    finite = [p.grad.isfinite().all() for p in net.parameters() if p.grad is not None]
+    return bool(torch.stack(finite).all()) if finite else True
+
 def _step_grads(net:nn.Module,           # the model as trained: plain, DDP-wrapped and/or compiled
                 ddp:nn.Module|None,      # the DDP wrapper, if any
                 group:list,              # the loader's batches for one optimiser step
-                objective:Callable, device:torch.device, rank:int, world:int,
+                loss_fn:Callable, device:torch.device, rank:int, world:int,
                 amp:torch.dtype|None, scaler:torch.amp.GradScaler,  # disabled unless fp16
                 split:bool=True,         # cut each batch into shards (else it is this rank's own)
                 dynamic:bool=False,      # mark the batch dimension dynamic (a compiled `net`)
@@ -177,25 +168,28 @@ def _step_grads(net:nn.Module,           # the model as trained: plain, DDP-wrap
     if split and world > 1 and (small := min(map(_rows, group))) < world:
         raise ValueError(f"a batch of {small} rows cannot be split over {world} "
                          f"processes; use drop_last=True or another batch size")
-    C, means = 0, {}                    # C_j: this rank's weight so far; its weighted means so far
+    C, means, empty = 0, {}, 0          # C_j: this rank's weight so far; its weighted means so far
     for j, part in enumerate(parts):
         batch = _to(part, device)
         if dynamic: _mark_dynamic(batch)
+        inputs, targets = _inputs_targets(batch)
         # DDP all-reduces in the backward pass; only the last micro-batch's backward needs it
         last = j == len(parts) - 1
         with ddp.no_sync() if ddp is not None and not last else contextlib.nullcontext():
             with autocast(device, amp):                   # the loss too, as PyTorch's AMP recipe
-                loss, metrics, weight = _answer(objective(net, batch))  # does: float32 inside
+                loss, metrics, weight = _answer(loss_fn(net(*inputs), targets))   # does
             if j == 0: weighted = weight is not None
             elif (weight is not None) != weighted:
-                raise ValueError("the objective returned a weight for some batches and not others")
+                raise ValueError("the loss returned a weight for some batches and not others")
             w = _rows(part) if weight is None else weight     # w_j: the units this loss averages
-            if isinstance(w, Tensor): w = w.detach().to(torch.float64)
+            if isinstance(w, Tensor):                     # a unitless batch whose loss is not
+                w = w.detach().to(torch.float64)          # finite may have put NaN into .grad
+                empty = empty + ((w == 0) & ~loss.detach().isfinite()).double()
             C_prev, C = C, C + w
             keep, share = _frac(C_prev, C), _frac(w, C)   # C_{j-1} / C_j and w_j / C_j
             g_keep, g_share = keep, share                 # the running mean G_j, in `.grad`
             if last and world > 1:                        # DDP averages: rank r's R C_r / W of it
-                W = sum(map(_rows, group)) if split and not weighted else _ranks_sum(C, device)
+                W = sum(map(_rows, group)) if split and not weighted else sum_ranks(C, device)
                 g_keep, g_share = world * _frac(C_prev, W), world * _frac(w, W)
             if j > 0: _scale_grads(net, g_keep)
             if isinstance(g_share, Tensor): scaled = loss * g_share.to(loss.dtype)
@@ -207,10 +201,13 @@ def _step_grads(net:nn.Module,           # the model as trained: plain, DDP-wrap
                 means[name] = torch.where(share > 0, old * keep + v * share, torch.as_tensor(old))
             elif share > 0: means[name] = old * keep + v * share
             else: means[name] = old
-    if world == 1: totals = reduce_sums([*means.values(), C], device)      # read once
-    else: totals = reduce_sums([*(m * C for m in means.values()), C], device)   # all ranks'
-    W = totals.pop()                                      # W = Σ_r Σ_j w_rj, the step's weight
-    if W <= 0: raise ValueError(f"the objective's weights add up to {W} over a step")
+    sums = list(means.values()) if world == 1 else [m * C for m in means.values()]
+    *totals, W, empty = reduce_sums([*sums, C, empty], device)     # all ranks', read once
+    if W <= 0: raise ValueError(f"the loss's weights add up to {W} over a step")
+    if empty and not _finite_grads(net):                  # 0 · (1/0) in its backward: NaN
+        raise ValueError("a micro-batch without units (weight 0) returned a non-finite loss, and "
+                         "the step's gradient is not finite: a loss written sum / count divides "
+                         "by 0 there; divide by count.clamp(min=1) instead. No step was taken")
     if world > 1: totals = [t / W for t in totals]
     return totals[0], dict(zip(list(means)[1:], totals[1:]))
 
@@ -223,123 +220,62 @@ def _update(model:nn.Module, opt, sched, scaler:torch.amp.GradScaler, grad_clip:
     for k, v in {'loss': loss, **metrics}.items(): hist.setdefault(k, []).append(v)
 
 # %% ../nbs/k_train.ipynb #8176bcc5
-def _save(path, model, opt, sched, step:int, hist:dict, run:dict, rank:int, world:int, scaler):
+def _save(ck:Checkpoint, model, opt, sched, scaler, step:int, hist:dict, run:dict, world:int):
     "Rank 0 writes the checkpoint, with the random state of every rank; the others wait"
     rng = gather_rng_states()                             # every rank's; None in one process
-    if rank == 0:
-        meta = {'history': hist, 'run': run}
-        if scaler.is_enabled(): meta['grad_scaler'] = scaler.state_dict()
-        save_checkpoint(path, model, opt, sched, step=step, meta=meta, rng=rng)
+    if rank_world()[0] == 0:
+        ck.save(model, opt, sched, step=step, history=hist, run=run, scaler=scaler, rng=rng)
     if world > 1: torch.distributed.barrier()             # nobody reads a half-written file
 
-def _qualname(f) -> str|None:
-    "'module.name' of a function, of a partial's function, or of a callable object's class"
-    if f is None: return None
-    f = getattr(f, 'func', f)                              # functools.partial: its function
-    f = f if hasattr(f, '__qualname__') else type(f)
-    return f"{getattr(f, '__module__', '?')}.{f.__qualname__}"
-
-def _loader_record(dl) -> dict:
-    "The loader's batch size, shuffling, seed, drop_last, transform, where it or its sampler says"
-    from torch.utils.data import RandomSampler, SequentialSampler
-    sampler = getattr(dl, 'sampler', None)
-    shuffle = getattr(dl, 'shuffle', getattr(sampler, 'shuffle', None))
-    if shuffle is None and isinstance(sampler, (RandomSampler, SequentialSampler)):
-        shuffle = isinstance(sampler, RandomSampler)      # a DataLoader says it by its sampler
-    return {'loader.batch_size': getattr(dl, 'batch_size', None), 'loader.shuffle': shuffle,
-            'loader.seed': getattr(dl, 'seed', getattr(sampler, 'seed', None)),
-            'loader.drop_last': getattr(dl, 'drop_last', None),
-            'loader.transform': _qualname(getattr(dl, 'transform', None))}
-
-def _model_record(model:nn.Module) -> str:
-    "The model's class and a hash of its parameters' names and shapes"
-    import hashlib
-    spec = ';'.join(f"{n}:{tuple(p.shape)}" for n, p in model.named_parameters())
-    return f"{type(model).__name__} {hashlib.sha256(spec.encode()).hexdigest()[:12]}"
-
-def _run_record(train_dl, total:int, factor:Callable[[int], float], **options) -> dict:
-    "What makes a run this run: its options, the data's size and order, the schedule at a few steps"
-    probes = sorted({0, 1, 2, total // 4, total // 2, 3 * total // 4, total - 2, total - 1})
-    n = len(train_dl.tensors[0]) if hasattr(train_dl, 'tensors') else None
-    n = len(train_dl.dataset) if n is None and hasattr(train_dl, 'dataset') else n
-    record = {**options, **_loader_record(train_dl), 'samples': n,
-              'batches_per_epoch': len(train_dl), 'steps': total,
-              'schedule': {str(t): float(factor(t)) for t in probes if 0 <= t < total}}
-    return json.loads(json.dumps(record))                 # as it reads back from the file
-
-def _differences(saved:dict|None, run:dict) -> list[str]:
-    "What differs between the run a checkpoint recorded and this one"
-    if saved is None: return ['the checkpoint records no run']
-    keys = sorted((run.keys() | saved.keys()) - {'schedule'})
-    out = [f"{k}: {saved.get(k)!r} in the checkpoint, {run.get(k)!r} now"
-           for k in keys if saved.get(k) != run.get(k)]
-    a, b = saved.get('schedule', {}), run['schedule']
-    out += [f"schedule at step {t}: {a.get(t)!r} in the checkpoint, {b.get(t)!r} now"
-            for t in sorted(a.keys() | b.keys(), key=int)
-            if a.get(t) is None or b.get(t) is None or not math.isclose(a[t], b[t], rel_tol=1e-9)]
-    return out
-
-def _resume(path, model, opt, sched, scaler, rank:int, run:dict, resume:bool|None,
+def _resume(ck:Checkpoint, model, opt, sched, scaler, run:dict, device:torch.device,
             say:Callable) -> tuple[int, dict|None]:
-    "Load a `fit` checkpoint whose run is this one: weights, optimiser, schedule, RNG, loss scale"
-    if resume is False or (resume is None and not Path(path).exists()): return 0, None
-    if not Path(path).exists(): raise FileNotFoundError(f"resume=True, but there is no {path}")
-    meta = checkpoint_meta(path)['meta']                  # read and compared before loading
-    if diffs := _differences(meta.get('run'), run):
-        if resume is None:
-            raise ValueError(f"{path} holds another run ({'; '.join(diffs)}): pass resume=True to "
-                             f"continue it with these options, resume=False to start afresh and "
-                             f"overwrite it, or choose another checkpoint")
-        say(f"resuming {path} with other options: {'; '.join(diffs)}")
-    info = load_checkpoint(path, model, opt, sched, rank=rank)
-    if scaler.is_enabled() and 'grad_scaler' in info['meta']:
-        scaler.load_state_dict(info['meta']['grad_scaler'])
-    say(f"resumed from {path} at step {info['step']} of {run['steps']}")
-    return info['step'], info['meta']['history']
+    "The step and history to go on from (0, None: afresh); every rank must agree on the step"
+    step, hist, said = ck.load(model, opt, sched, run=run, rank=rank_world()[0], scaler=scaler)
+    for line in said: say(line)
+    if not all_equal([step], device):
+        raise ValueError(f"the ranks resumed at different steps (this rank's: {step}): every "
+                         f"rank must read the same checkpoint, on a file system they share")
+    return step, hist
 
 # %% ../nbs/k_train.ipynb #a54ca108
-def _set_epoch(dl, epoch:int, start:int) -> int:
-    "Tell `dl` (or its sampler) the epoch; returns the batches still to skip, by iterating"
-    owner = dl if hasattr(dl, 'set_epoch') else None
-    for s in (getattr(dl, 'sampler', None), getattr(getattr(dl, 'batch_sampler', None), 'sampler',
-                                                        None)):
-        if owner is None and hasattr(s, 'set_epoch'): owner = s   # DistributedSampler's place
-    if owner is None:
-        if start: raise ValueError(f"resuming mid-epoch (step {start}) needs a loader with "
-                                   f"set_epoch, e.g. TensorLoader")
-        return 0
-    try: inspect.signature(owner.set_epoch).bind(epoch, start)
-    except (TypeError, ValueError):                       # set_epoch(epoch), as PyTorch's samplers
-        owner.set_epoch(epoch)
-        return start
-    owner.set_epoch(epoch, start)                         # TensorLoader's: starts at batch `start`
-    return 0
-
-def _epoch_groups(dl, epoch:int, start:int, accum_steps:int, n:int):
+def _epoch_groups(dl:EpochLoader, epoch:int, start:int, accum_steps:int, n:int):
     "The micro-batch groups of `n` steps of epoch `epoch`, from its step `start` on"
-    skip = _set_epoch(dl, epoch, start * accum_steps)
-    return itertools.islice(_groups(itertools.islice(dl, skip, None), accum_steps), n)
+    dl.set_epoch(epoch, start * accum_steps)
+    return itertools.islice(_groups(dl, accum_steps), n)
+
+def _fingerprint(tensors:list[Tensor]) -> list[Tensor]:
+    "Two numbers per tensor that differ between batches in practice: the sum, and by position"
+    out = []
+    for t in tensors:
+        flat = t.flatten().double()
+        out += [flat.sum(), (flat * torch.arange(1, len(flat) + 1, device=t.device)).sum()]
+    return out
 
 def _check_batches(batch, split:bool, device:torch.device):
     "Under torchrun: each rank's loader yields the same global batch (split) or its own (not)"
-    tensors = [batch] if isinstance(batch, Tensor) else batch
-    same = all_equal([_rows(batch), *(t.double().sum() for t in tensors)], device)
+    tensors = [batch] if isinstance(batch, Tensor) else list(batch)
+    ints = [t for t in tensors if not t.is_floating_point()]   # labels, ids, masks: no augmentation
+    compared = (ints or tensors) if split else tensors    # per-rank: any tensor may tell them apart
+    same = all_equal([_rows(batch), *_fingerprint(compared)], device)
     if split and not same:
-        raise ValueError("the ranks' loaders yield different batches, but fit cuts each batch into "
-                         "shards (split_batches): give every rank the same loader and seed, or "
-                         "pass split_batches=False if each rank's loader yields its own samples")
+        floats = '' if ints else (" (this batch has no integer tensor, so its floats were compared:"
+                                  " augmentation from each rank's own generator looks the same)")
+        raise ValueError("the ranks' loaders yield different batches" + floats + ", but fit cuts "
+                         "each batch into shards (the loader's per_rank is False): give every rank "
+                         "the same loader, its order and augmentation drawn from generators seeded "
+                         "alike on every rank; or, if each rank's loader yields its own samples, "
+                         "say so (per_rank=True; a DistributedSampler does)")
     if same and not split:
-        raise ValueError("every rank's loader yields the same batch, and split_batches=False "
-                         "trains each rank on all of it: pass split_batches=True (or None) to cut "
-                         "global batches into shards, or give the loader a DistributedSampler")
+        raise ValueError("every rank's loader yields the same batch, and its per_rank=True trains "
+                         "each rank on all of it (every sample once per rank): let the ranks share "
+                         "global batches (per_rank=False), or give the loader a DistributedSampler")
 
-def _end_epoch(hist:dict, names:list[str], per_epoch:int, model:nn.Module, valid_dl,
-               objective:Callable, device:torch.device, amp:torch.dtype|None):
+def _end_epoch(hist:dict, names:list[str], per_epoch:int, model:nn.Module, valid_dl, loss_fn,
+               device:torch.device, amp:torch.dtype|None):
     "Append the epoch's means: `train_<name>` of the steps', `valid_<name>` over `valid_dl`"
     for k in names: hist.setdefault(f'train_{k}', []).append(sum(hist[k][-per_epoch:]) / per_epoch)
     if valid_dl is not None:                              # all ranks: the evaluation all-reduces
-        split = resolve_split(valid_dl)
-        for k, v in _evaluate(model, valid_dl, objective, device, amp, split).items():
+        for k, v in _evaluate(model, valid_dl, loss_fn, device, amp).items():
             hist.setdefault(f'valid_{k}', []).append(v)
 
 def _epoch_line(hist:dict, names:list[str], epoch:int, epochs:int) -> str:
@@ -350,88 +286,74 @@ def _epoch_line(hist:dict, names:list[str], epoch:int, epochs:int) -> str:
     return f"epoch {epoch + 1}/{epochs}: train {said('train')}" + (f"; valid {valid}" * bool(valid))
 
 # %% ../nbs/k_train.ipynb #60e7f9e9
-def _check_options(schedule:Callable|None, warmup:float|None, accum_steps:int):
-    "Refuse `warmup` with a custom `schedule`, and fewer than one batch per optimiser step"
-    if schedule is not None and warmup is not None:
-        raise ValueError(f"warmup={warmup} is an option of the default schedule; "
-                         f"a custom schedule sets its own warm-up")
-    if accum_steps < 1: raise ValueError(f"accum_steps must be >= 1, got {accum_steps}")
-
-def _last_rows(dl) -> int|None:
-    "Rows in the last batch of an epoch, where the loader says (TensorLoader, DataLoader)"
-    size, drop = getattr(dl, 'batch_size', None), getattr(dl, 'drop_last', False)
-    if hasattr(dl, 'tensors'): n = len(dl.tensors[0])
-    elif hasattr(dl, 'dataset') and hasattr(dl, '__len__'): n = len(dl.sampler)
-    else: return None
-    if not size or not n: return None
+def _last_rows(facts:dict) -> int|None:
+    "Rows in the last batch of an epoch, where the loader's `describe()` says"
+    n, size, drop = facts.get('rows'), facts.get('batch_size'), facts.get('drop_last')
+    if not n or not size: return None
     return size if drop or n % size == 0 else n % size
 
-def _check_loader(dl, split:bool, world:int, device:torch.device):
+def _check_loader(dl:EpochLoader, split:bool, world:int, device:torch.device):
     "Before the first step: a last batch too small to shard; per-rank loaders of unequal lengths"
-    last = _last_rows(dl)
-    if split and world > 1 and last is not None and min(last, dl.batch_size) < world:
-        raise ValueError(f"a batch of {min(last, dl.batch_size)} rows (the last of an epoch) "
-                         f"cannot be split over {world} processes; use drop_last=True or "
+    facts = dl.describe()
+    last = _last_rows(facts)
+    if split and last is not None and min(last, facts['batch_size']) < world:
+        raise ValueError(f"a batch of {min(last, facts['batch_size'])} rows (the last of an epoch)"
+                         f" cannot be split over {world} processes; use drop_last=True or "
                          f"another batch size")
-    if not split and not all_equal([len(dl)], device):
+    if world > 1 and not split and not all_equal([len(dl)], device):
         raise ValueError(f"the ranks' loaders have different lengths (this rank's: {len(dl)}); "
                          f"every rank must take the same number of steps")
 
 # %% ../nbs/k_train.ipynb #c5d13554
 def fit(model:nn.Module, train_dl, valid_dl=None, *,
         epochs:int, lr:float=1e-3,
-        weight_decay:float=0.05,        # AdamW's, on the matrices not named by `no_weight_decay()`
-        warmup:float|None=None,         # warmup steps, or a fraction of all steps if < 1 (0.05)
-        schedule:Callable[[int], float]|None=None, # step t -> factor of lr (default: warmup+cosine)
-        betas:tuple[float, float]=(0.9, 0.999), # AdamW's β₁, β₂
-        eps:float=1e-8,                 # AdamW's ε
-        objective:Callable|None=None,   # (model, batch) -> loss, (loss, metrics) or + weight
-        label_smoothing:float=0.0,      # ε of the default objective (a ValueError with `objective`)
+        loss:Callable|None=None,        # (outputs, targets) -> loss, (loss, metrics) or + weight
+        label_smoothing:float=0.0,      # ε of the default loss (a ValueError with `loss`)
+        optimizer:Callable|None=None,   # (model, lr=) -> optimiser; default `adamw()`
+        schedule:WarmupCosine|Callable[[int], float]|None=None, # step -> factor of lr (default:
+                                        # WarmupCosine(0.05): 5% warmup, then a cosine to 0)
         grad_clip:float|None=1.0,       # max global gradient norm (None: no clipping)
-        device=None,                    # default: `default_device()`; torchrun: the rank's GPU
-        checkpoint:str|Path|None=None,  # save here each epoch, and resume from here if it exists
-        checkpoint_every:int|None=None, # also save every this many steps
-        max_steps:int|None=None,        # stop (and save) after this many steps in total
-        progress:bool|None=None,        # progress bar; default: on, except under nbdev-test
-        verbose:bool=True,              # print one line per epoch
         accum_steps:int=1,              # loader batches per optimiser step (gradient accumulation)
-        compile:bool=False,             # torch.compile (skipped, with a message, where it cannot)
         precision:Precision='auto',     # 'auto' (`amp_dtype`), 'fp32', 'bf16', 'fp16' (loss-scaled)
-        split_batches:bool|None=None,   # torchrun: cut batches into shards (None: unless the loader
-                                        # has a DistributedSampler, which gives each rank its own)
-        resume:bool|None=None,          # None: resume `checkpoint` if it holds this run, else
-                                        # raise; True: resume it with other options; False: anew
+        checkpoint:Checkpoint|str|Path|None=None, # save and resume here (a path: Checkpoint(path))
+        max_steps:int|None=None,        # stop (and save) after this many steps in total
+        device=None,                    # default: `default_device()`; torchrun: the rank's GPU
+        compile:bool=False,             # torch.compile (skipped, with a message, where it cannot)
+        progress:bool|None=None,        # progress bar; default: on, except under nbdev-test
+        verbose:bool=True,              # print one line per epoch (rank 0)
        ) -> dict:   # per step: 'loss', 'lr', metrics; per epoch: 'train_loss', 'valid_acc', ...
-    "AdamW, warmup + cosine, clipping, mixed precision for any objective; resumable; data-parallel"
-    objective = _objective(objective, model, label_smoothing)
-    _check_options(schedule, warmup, accum_steps)
+    "Minimise `loss(model(*inputs), targets)` over `train_dl`: resumable, mixed precision, DDP"
+    loss_fn = _loss_fn(loss, label_smoothing)
+    if accum_steps < 1: raise ValueError(f"accum_steps must be >= 1, got {accum_steps}")
+    train_dl = as_loader(train_dl)
+    valid_dl = None if valid_dl is None else as_loader(valid_dl)
     device = setup_distributed(device)                    # under torchrun: join the process group
     amp = resolve_precision(precision, device)            # the one place `precision` is read
     check_master_weights(model, amp)                      # 16-bit compute needs float32 weights
     scaler = grad_scaler(device, amp)                     # fp16 only; a pass-through otherwise
     rank, world = rank_world()
-    split = resolve_split(train_dl, split_batches)        # shards of global batches, or not
+    split = world > 1 and not train_dl.per_rank           # shards of global batches, or not
     _check_loader(train_dl, split, world, device)
     # `model` stays the plain module (checkpoints, evaluation); `net` is what the steps run
     net, ddp = wrap_model(model.to(device).train(), device, compile=compile)
     per_epoch = -(-len(train_dl) // accum_steps)          # optimiser steps per epoch
     total = epochs * per_epoch
-    opt = make_optimizer(model, lr=lr, weight_decay=weight_decay, betas=betas, eps=eps)
-    factor = schedule or _warmup_cosine(total, 0.05 if warmup is None else warmup)  # η_t / η
+    opt = (optimizer or adamw())(model, lr=lr)
+    schedule = schedule or WarmupCosine()
+    factor = schedule.for_run(total) if isinstance(schedule, WarmupCosine) else schedule  # η_t/η
     sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
-    run = _run_record(train_dl, total, factor, epochs=epochs, lr=lr, weight_decay=weight_decay,
-                      warmup=warmup, betas=betas, eps=eps, label_smoothing=label_smoothing,
-                      grad_clip=grad_clip, accum_steps=accum_steps, precision=str(amp),
-                      objective=_qualname(objective), model=_model_record(model))
+    facts = {'type': type(train_dl).__name__, 'batches': len(train_dl), **train_dl.describe()}
+    run = run_record(model, opt, factor, facts, steps=total, epochs=epochs, lr=lr, loss=loss_fn,
+                     label_smoothing=label_smoothing, grad_clip=grad_clip, accum_steps=accum_steps,
+                     precision=amp or torch.float32, world=world)
     progress = (not os.environ.get('IN_TEST')) if progress is None else progress
     progress, verbose = progress and rank == 0, verbose and rank == 0      # one process reports
     say = print if verbose else lambda *a: None
-    step, hist = 0, None
-    if checkpoint is not None:
-        step, hist = _resume(checkpoint, model, opt, sched, scaler, rank, run, resume, say)
+    ck = Checkpoint(checkpoint) if isinstance(checkpoint, (str, Path)) else checkpoint
+    step, hist = (0, None) if ck is None else _resume(ck, model, opt, sched, scaler, run, device,
+                                                      say)
     hist = hist or {'loss': [], 'lr': [], 'train_loss': [], 'valid_loss': []}
-    save = lambda: checkpoint and _save(checkpoint, model, opt, sched, step, hist, run, rank,
-                                        world, scaler)
+    save = lambda: ck and _save(ck, model, opt, sched, scaler, step, hist, run, world)
     stop = total if max_steps is None else min(total, max_steps)
     while step < stop:
         epoch, start = divmod(step, per_epoch)
@@ -441,14 +363,14 @@ def fit(model:nn.Module, train_dl, valid_dl=None, *,
                                   else groups):
             if i == 0 and world > 1: _check_batches(group[0], split, device)
             opt.zero_grad(set_to_none=True)
-            loss, metrics = _step_grads(net, ddp, group, objective, device, rank, world, amp,
+            mean, metrics = _step_grads(net, ddp, group, loss_fn, device, rank, world, amp,
                                         scaler, split, dynamic=net is not (ddp or model))
-            _update(model, opt, sched, scaler, grad_clip, hist, loss, metrics)
+            _update(model, opt, sched, scaler, grad_clip, hist, mean, metrics)
             step += 1
-            if checkpoint_every and step % checkpoint_every == 0: save()
+            if ck and ck.every and step % ck.every == 0: save()
         if step % per_epoch == 0:                                   # a whole epoch is done
             names = ['loss', *metrics]
-            _end_epoch(hist, names, per_epoch, model, valid_dl, objective, device, amp)
+            _end_epoch(hist, names, per_epoch, model, valid_dl, loss_fn, device, amp)
             if verbose: print(_epoch_line(hist, names, epoch, epochs))
         save()
     return hist

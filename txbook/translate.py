@@ -18,8 +18,8 @@ from .text import BPETokenizer
 
 # %% auto #0
 __all__ = ['LANGS', 'Lang', 'BATCH_KEYS', 'LpForm', 'DIGITS', 'number_words', 'held_combo', 'split_numbers', 'make_batch',
-           'translation_loss', 'PairBatches', 'translation_objective', 'length_penalty', 'beam_search',
-           'sequence_scores', 'translate', 'number_table', 'numeric_errors']
+           'translation_loss', 'PairBatches', 'length_penalty', 'beam_search', 'sequence_scores', 'translate',
+           'number_table', 'numeric_errors']
 
 # %% ../nbs/07_translate.ipynb #2a68d1c6
 LANGS = ('en', 'de', 'fr')          # the languages the chapter uses (num2words codes)
@@ -78,10 +78,11 @@ def translation_loss(model:Transformer, batch:dict[str, Tensor], *,
                            ignore_index=0, label_smoothing=label_smoothing)  # 0 = PAD
 
 # %% ../nbs/07_translate.ipynb #be5c4ce1
-BATCH_KEYS = ('src', 'src_keep', 'tgt_in', 'tgt_out')               # the order in a batch tuple
+BATCH_KEYS = ('src', 'tgt_in', 'src_keep', 'tgt_out')   # a batch: the inputs, then the targets
 
 class PairBatches:
-    "`steps` batches of `batch_size` random pairs from a seeded `random.Random`: an epoch for `fit`"
+    "`steps` batches of `batch_size` random pairs an epoch, drawn from (seed, epoch): fit's loader"
+    per_rank = False                                # torchrun: every rank draws the same batches
     def __init__(self, tok:BPETokenizer,
                  pairs:list[tuple[str, str, str]], # (source, target, target language)
                  *, steps:int, batch_size:int=64, seed:int=0):
@@ -89,20 +90,31 @@ class PairBatches:
             raise ValueError(f"steps and batch_size must be >= 1, got {steps} and {batch_size}")
         self.tok, self.pairs, self.steps, self.batch_size, self.seed = (tok, pairs, steps,
                                                                        batch_size, seed)
-    def __len__(self) -> int: return self.steps
-    def __iter__(self):                             # tuples in BATCH_KEYS order
-        rng = random.Random(self.seed)
-        for _ in range(self.steps):
-            b = make_batch(self.tok, rng.sample(self.pairs, min(self.batch_size, len(self.pairs))))
-            yield tuple(b[k] for k in BATCH_KEYS)
+        self.epoch, self.start = 0, 0
 
-def translation_objective(model:Transformer, batch:tuple[Tensor, ...], *,
-                          label_smoothing:float=0.1, # ε (Vaswani: 0.1)
-                         ) -> tuple[Tensor, dict, Tensor]: # loss, no metrics, real target tokens
-    "`fit`'s objective on `PairBatches`: `translation_loss`, ε-smoothed; its weight is its tokens"
-    b = dict(zip(BATCH_KEYS, batch))
-    loss = translation_loss(model, b, label_smoothing=label_smoothing)
-    return loss, {}, (b['tgt_out'] != 0).sum()                       # 0 = PAD; no sync
+    def set_epoch(self, epoch:int, start:int=0):
+        "Choose the epoch (hence the batches) and the first batch of the next pass (once)"
+        self.epoch, self.start = epoch, start
+
+    def describe(self) -> dict:
+        "What decides the batches, for a checkpoint's record of its run"
+        return {'pairs': len(self.pairs), 'batch_size': self.batch_size, 'steps': self.steps,
+                'seed': self.seed}
+
+    def __len__(self) -> int: return self.steps
+
+    def __iter__(self):                             # tuples in BATCH_KEYS order
+        start, self.start = self.start, 0           # a start applies to one pass only
+        return self._batches(start)
+
+    def _batches(self, start:int):
+        "The current epoch's batches from batch `start` on (the skipped ones drawn too)"
+        rng = random.Random(self.seed + (self.epoch << 64))     # epoch 0: the seed itself
+        for i in range(self.steps):
+            b = make_batch(self.tok, rng.sample(self.pairs, min(self.batch_size, len(self.pairs))))
+            if i < start: continue
+            labels = b['tgt_out'].masked_fill(b['tgt_out'] == self.tok.pad, -100)   # ignored
+            yield b['src'], b['tgt_in'], b['src_keep'], labels
 
 # %% ../nbs/07_translate.ipynb #07aded8d
 LpForm = Literal['gnmt', 'power']
