@@ -109,7 +109,7 @@ class DeviceAudit(TorchFunctionMode):
 
 
 # ------------------------------------------------------------------ the model families, small
-from txbook.seq2seq import Transformer       # noqa: E402
+from txbook.seq2seq import EncoderDecoder    # noqa: E402
 from txbook.gpt import GPT, GPTConfig     # noqa: E402
 from txbook.heads import SequenceClassifier   # noqa: E402
 from txbook.losses import classification_objective, lm_loss   # noqa: E402
@@ -156,7 +156,7 @@ class Seq2Seq(torch.nn.Module):
     "The encoder-decoder as `fit` trains it: x = (source, target in) and y = target out"
     def __init__(self):
         super().__init__()
-        self.net = Transformer(7, 9, d_model=16, n_heads=2, depth=1, max_len=16)
+        self.net = EncoderDecoder(7, 9, d_model=16, n_heads=2, depth=1, max_len=16)
 
     def forward(self, st):
         return self.net(st[:, :6], st[:, 6:-1])

@@ -13,7 +13,7 @@ import torch
 from torch import nn, Tensor
 from safetensors import safe_open
 from safetensors.torch import save_file
-from .data import commit_file
+from .core import commit_file
 
 def rng_state() -> dict[str, Tensor]:
     "This process's random generators: PyTorch's (CPU, every CUDA device, MPS), Python's, NumPy's"
