@@ -173,7 +173,7 @@ class EncoderDecoder(nn.Module):
 
 # %% ../nbs/06_seq2seq.ipynb #010c6e6f
 @torch.no_grad()
-def cross_attention(model:EncoderDecoder,          # an encoder–decoder
+def cross_attention(model:EncoderDecoder,       # an encoder–decoder
                     src:Tensor,                 # (B, M) source ids
                     tgt_in:Tensor,              # (B, N) decoder input (teacher forcing)
                     *,

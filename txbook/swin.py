@@ -14,8 +14,8 @@ from torch import nn, Tensor
 from einops import rearrange
 from .blocks import Activation, LayerNorm
 from .windows import SwinBlock                   # the previous page's shifted-window block
-from .foreign import (pair, load_into, rename, take, check_unused, hf_activation,
-                            HF4_TO_5)                                       # appendix L
+from .foreign import pair, load_into, rename, take, check_unused, hf_activation  # appendix L
+from .foreign import HF4_TO_5            # transformers 4's tensor names -> 5.9's (ViT, Swin)
 from .layers import PatchEmbedding, image_grid, patch_grid, hf_block  # appendix M
 
 # %% auto #0

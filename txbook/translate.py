@@ -133,7 +133,7 @@ def _beaten(pool:list, best_logp:float, K:int, n_min:int, n_max:int, alpha:float
     return min(p[0] for p in pool) >= best_possible   # lp is monotone in n: an end is the best
 
 @torch.no_grad()
-def beam_search(model:EncoderDecoder, src:Tensor,   # (B, M) source ids
+def beam_search(model:EncoderDecoder, src:Tensor, # (B, M) source ids
                 *, beam:int,                    # K, live hypotheses per sentence
                 bos:int, eos:int, pad:int,
                 max_new:int,                    # most tokens per hypothesis, EOS included

@@ -15,8 +15,8 @@ from .core import eval_mode
 from .attention import attention_weights
 from .blocks import Encoder, Activation
 from .position import LearnedPositionEmbedding, sincos_2d_encoding
-from .foreign import (pair, load_into, rename, take, check_unused, hf_activation,
-                            HF4_TO_5)                                       # appendix L
+from .foreign import pair, load_into, rename, take, check_unused, hf_activation  # appendix L
+from .foreign import HF4_TO_5            # transformers 4's tensor names -> 5.9's (ViT, Swin)
 from .layers import PatchEmbedding, image_grid, patch_grid, hf_block  # appendix M
 
 # %% auto #0
