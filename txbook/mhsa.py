@@ -30,7 +30,7 @@ def check_tokens(x:Tensor,      # the input to check
 
 # %% ../nbs/02_mhsa.ipynb #dc1b5273
 class KVCache:
-    "Keys and values an attention layer keeps: each call's appended (self-attention), or its context's"
+    "Keys and values an attention layer keeps: every call's, appended, or (cross) a context's"
     def __init__(self):
         self.k: Tensor|None = None                  # (B, H, T, Dh) cached keys
         self.v: Tensor|None = None                  # (B, H, T, Dv) cached values

@@ -150,7 +150,7 @@ def table1_claims(recipe:Recipe) -> list[tuple[str, str, str]]:
             ('(3) RPL helps with one', n('learned', 'RPL'), n('learned', 'none')),
             ('(4) APL beats RPL on a full-attention ViT', n('learned', 'APL'), n('learned', 'RPL'))]
 
-def load_record(path:str|Path,  # a record, e.g. the repository's results/bench/15_table1/table1.json
+def load_record(path:str|Path,  # a record, e.g. the repo's results/bench/15_table1/table1.json
                ) -> dict|None:
     "A recorded benchmark run, read from `path`; None if there is none (a notebook on its own)"
     path = Path(path)
