@@ -1,23 +1,25 @@
 """The built site in a real browser (run after `jupyter-book build` and tests/check_site.py).
 
-Headless Chromium (Debian's `chromium` package; installed with apt-get when missing and running as root)
-loads the landing page, every page of `_toc.yml` and the search page from an HTTP server on 127.0.0.1, with
-every other host unreachable (so the check also proves the site works offline), and checks on each page:
+Headless Chromium (Debian's `chromium` package; installed with apt-get when missing and running as
+root) loads the landing page, every page of `_toc.yml` and the search page from an HTTP server on
+127.0.0.1, with every other host unreachable (so the check also proves the site works offline), and
+checks on each page:
 
 - equations are typeset: every `.math` element holds MathJax's output (`mjx-container`), and no raw
   `\\(`, `\\[` or `\\begin{` is left in the text outside code;
 - every image loads (`naturalWidth > 0`);
 - no code block scrolls sideways in a 1440 px wide window (lines of at most 100 characters fit);
-- a chapter's "open in Colab" links point at that chapter's notebook in the repository (a tracked file);
-- the console shows no error, no exception is thrown, no request fails, and nothing is requested from
-  any host but 127.0.0.1;
+- a chapter's "open in Colab" links point at that chapter's notebook in the repository (a tracked
+  file);
+- the console shows no error, no exception is thrown, no request fails, and nothing is requested
+  from any host but 127.0.0.1;
 - the search page finds "attention", the attention chapter among the results.
 
 It saves screenshots of two chapters (first displayed equation in view) under `_build/browser/`.
-Chromium is driven by Playwright (`tools/chromium.py`: the system binary, no browser download; every request
-to a host other than 127.0.0.1 is aborted).
+Chromium is driven by Playwright (`tools/chromium.py`: the system binary, no browser download; every
+request to a host other than 127.0.0.1 is aborted).
 
-usage: python tests/check_browser.py [_build/html]   (prints one line per page, then 'N passed, N failed')
+usage: python tests/check_browser.py [_build/html]   (one line per page, then 'N passed, N failed')
 """
 from __future__ import annotations
 

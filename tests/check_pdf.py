@@ -1,24 +1,26 @@
 """The book's PDF against the built site (run by `make pdf`, after tools/book_pdf.py).
 
-What the PDF must hold is read from `_toc.yml` and the built site, not from the tool that printed it; the PDF is
-read with pypdf. Checks:
+What the PDF must hold is read from `_toc.yml` and the built site, not from the tool that printed
+it; the PDF is read with pypdf. Checks:
 
-- it opens, and its page count is plausible: at least a title page, the contents and one page per page of the
-  book, and no more than 60 pages per page of the book;
-- its outline lists the pages of `_toc.yml` in that order under their parts, each with its title as the site
-  shows it and its number (chapters 1, 2, ... as the site numbers them; appendix pages their letter), and the
-  text of each page's first page starts with that title;
-- no TeX source is left: `$$`, `\\(`, `\\[`, `\\begin{`, `\\end{` occur in a page's text no more often than in
-  the code and outputs of that page on the site (where they are Python, not MathJax's input), and nowhere in
-  the title page, the contents or the outline;
+- it opens, and its page count is plausible: at least a title page, the contents and one page per
+  page of the book, and no more than 60 pages per page of the book;
+- its outline lists the pages of `_toc.yml` in that order under their parts, each with its title as
+  the site shows it and its number (chapters 1, 2, ... as the site numbers them; appendix pages
+  their letter), and the text of each page's first page starts with that title;
+- no TeX source is left: `$$`, `\\(`, `\\[`, `\\begin{`, `\\end{` occur in a page's text no more
+  often than in the code and outputs of that page on the site (where they are Python, not MathJax's
+  input), and nowhere in the title page, the contents or the outline;
 - equations are typeset: every page whose site page has equations uses MathJax's fonts in the PDF;
-- figures are present: every image of a site's page is on that page's pages of the PDF, at least half an inch
-  wide and high (tools/book_pdf.py makes each figure a link to its file on the site: the link's rectangle is
-  the printed figure; that every image loaded before printing, the tool checks itself).
+- figures are present: every image of a site's page is on that page's pages of the PDF, at least
+  half an inch wide and high (tools/book_pdf.py makes each figure a link to its file on the site:
+  the link's rectangle is the printed figure; that every image loaded before printing, the tool
+  checks itself);
+- the site offers it: its first page links to the PDF's copy in the site's root folder, which is
+  this PDF.
 
-- the site offers it: its first page links to the PDF's copy in the site's root folder, which is this PDF.
-
-usage: python tests/check_pdf.py [_build/pdf/txbook.pdf] [--site _build/html]   ('N passed, N failed')
+usage: python tests/check_pdf.py [_build/pdf/txbook.pdf] [--site _build/html]
+(prints each failure, then 'N passed, N failed')
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from urllib.parse import urljoin, urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-from book_pdf import book_pages  # noqa: E402  (the page list of _toc.yml; the expectations are read here)
+from book_pdf import book_pages  # noqa: E402  (_toc.yml's pages; what they show is read here)
 
 TEX = ["$$", "\\(", "\\[", "\\begin{", "\\end{"]
 MAX_PER_PAGE = 60
@@ -44,14 +46,14 @@ class Expected:
     heading: str              # `1. Attention`, `Appendix A. Setup: devices, seeds and sizes`
     figures: list = field(default_factory=list)   # file names of the images in its article
     math: int = 0             # typeset equations
-    tex_in_code: dict = field(default_factory=dict)   # how often each TEX pattern occurs in its code/outputs
+    tex_in_code: dict = field(default_factory=dict)   # each TEX pattern's count in code, outputs
 
 
 @dataclass
 class Printed:
     "What the PDF holds"
     texts: list[str]                      # each page's text
-    links: list[list[tuple[str, float, float]]]   # each page's links to other documents: (URI, width, height)
+    links: list[list[tuple[str, float, float]]]   # each page's links out: (URI, width, height)
     math_fonts: list[bool]                # whether each page uses a MathJax font
     outline: list[tuple[int, str, int]]   # (depth, title, page index) in order
 
@@ -63,8 +65,10 @@ def expected_pages(site: Path, root: Path = ROOT) -> list[Expected]:
     out = []
     for p in [first] + [q for part in parts for q in part.pages]:
         tree = lxml.html.fromstring((site / f"{p.file}.html").read_bytes())
-        art = (tree.xpath("//article[contains(@class, 'bd-article')]") or tree.xpath("//article"))[0]
-        for el in art.xpath(".//a[contains(@class, 'headerlink')] | .//details[contains(@class, 'above-input')]"
+        art = (tree.xpath("//article[contains(@class, 'bd-article')]")
+               or tree.xpath("//article"))[0]
+        for el in art.xpath(".//a[contains(@class, 'headerlink')]"
+                            " | .//details[contains(@class, 'above-input')]"
                             " | .//details[contains(@class, 'below-input')]"):
             el.drop_tree()                 # folded code is left out of the PDF
         h1 = art.xpath(".//h1")[0]
@@ -72,14 +76,15 @@ def expected_pages(site: Path, root: Path = ROOT) -> list[Expected]:
         label = num[0].text_content().strip().rstrip(".") if num else ""
         if num:
             num[0].drop_tree()
-        elif p.part and p.part.lower().startswith("appendix") and (m := re.match(r"([a-z])_", Path(p.file).name)):
-            label = m.group(1).upper()
+        elif p.part and p.part.lower().startswith("appendix"):
+            m = re.match(r"([a-z])_", Path(p.file).name)
+            label = m.group(1).upper() if m else ""
         title = re.sub(r"\s+", " ", h1.text_content()).strip()
         heading = f"{'Appendix ' if label.isalpha() else ''}{label}. {title}" if label else title
         code = " ".join(e.text_content() for e in art.xpath(".//pre | .//code"))
         figures = [Path(urlsplit(i.get("src", "")).path).name for i in art.xpath(".//img")]
-        out.append(Expected(p.file.replace("/", "-"), p.part, heading, figures=figures,
-                            math=len(art.xpath(".//*[contains(concat(' ', @class, ' '), ' math ')]")),
+        math = art.xpath(".//*[contains(concat(' ', @class, ' '), ' math ')]")
+        out.append(Expected(p.file.replace("/", "-"), p.part, heading, figures, len(math),
                             tex_in_code={t: code.count(t) for t in TEX}))
     return out
 
@@ -107,7 +112,8 @@ def read_pdf(path: Path) -> Printed:
         for f in (res.get("/Font") or {}).values():
             f = f.get_object()
             fd = f.get("/FontDescriptor")
-            names += [str(f.get("/BaseFont", "")), str(fd.get_object().get("/FontName", "")) if fd else ""]
+            names += [str(f.get("/BaseFont", "")),
+                      str(fd.get_object().get("/FontName", "")) if fd else ""]
         fonts.append(any("MathJax" in n for n in names))
     out = []
 
@@ -132,7 +138,7 @@ def checks(want: list[Expected], got: Printed) -> list[tuple[bool, str]]:
     out.append((len(want) + 2 <= n <= MAX_PER_PAGE * len(want),
                 f"page count plausible: {n} pages for {len(want)} pages of the book "
                 f"(at least {len(want) + 2}, at most {MAX_PER_PAGE * len(want)})"))
-    # the outline: parts at depth 0 hold their pages at depth 1 (a part of one page: the page at depth 0)
+    # the outline: parts at depth 0 hold their pages at depth 1 (the introduction at depth 0)
     top = [(d, t, pg) for d, t, pg in got.outline if d <= 1]
     titles = [t for _, t, _ in top]
     starts, at = {}, 0
@@ -152,7 +158,8 @@ def checks(want: list[Expected], got: Printed) -> list[tuple[bool, str]]:
     if order:   # the title page and the contents, before the first page of the book
         front = "\n".join(got.texts[:min(order)])
         left = {t: front.count(t) for t in TEX if t in front}
-        out.append((not left, f"no TeX source in the title page and contents (pages 1-{min(order)}: {left})"))
+        out.append((not left, f"no TeX source in the title page and contents "
+                              f"(pages 1-{min(order)}: {left})"))
     out.append((order == sorted(order) and len(set(order)) == len(order),
                 f"the pages start on increasing pages of the PDF ({order})"))
     # each page's span of the PDF: from its first page to the next page's first page
@@ -171,30 +178,30 @@ def checks(want: list[Expected], got: Printed) -> list[tuple[bool, str]]:
                     f"(text: {first[:80]!r})"))
         text = "\n".join(got.texts[i] for i in pages)
         left = {t: text.count(t) for t in TEX if text.count(t) > w.tex_in_code.get(t, 0)}
-        out.append((not left, f"{w.key}: no TeX source left in the text (pages {pages.start + 1}-{pages.stop}; "
-                              f"more than its code shows: {left})"))
+        out.append((not left, f"{w.key}: no TeX source left in the text (pages "
+                              f"{pages.start + 1}-{pages.stop}; more than its code shows: {left})"))
         if w.math:
             out.append((any(got.math_fonts[i] for i in pages),
-                        f"{w.key}: its {w.math} equations are typeset (MathJax's fonts on its pages)"))
+                        f"{w.key}: its {w.math} equations are typeset (MathJax's fonts used)"))
         placed = {Path(urlsplit(u).path).name for i in pages for u, wd, ht in got.links[i]
                   if wd >= MIN_FIGURE and ht >= MIN_FIGURE}
         missing = [f for f in w.figures if f not in placed]
-        out.append((not missing, f"{w.key}: its {len(w.figures)} figures are in the PDF, each on its pages "
-                                 f"{pages.start + 1}-{pages.stop} at least {MIN_FIGURE} pt wide and high "
-                                 f"({len(missing)} are not: {missing[:3]})"))
+        out.append((not missing, f"{w.key}: its {len(w.figures)} figures are in the PDF, each on "
+                                 f"its pages {pages.start + 1}-{pages.stop} at least {MIN_FIGURE} "
+                                 f"pt wide and high ({len(missing)} are not: {missing[:3]})"))
     return out
 
 
 def site_offers(site: Path, pdf: Path, root: Path = ROOT) -> list[tuple[bool, str]]:
-    "The site's first page links to the PDF in the site's root folder, and that file is the PDF checked here"
+    "The site's first page links to the PDF in the site's root folder, which is the PDF checked"
     import lxml.html
     first, _ = book_pages(root)
     page = f"/{first.file}.html"
     tree = lxml.html.fromstring((site / f"{first.file}.html").read_bytes())
-    hrefs = [posixpath.normpath(urljoin(page, a.get("href"))) for a in tree.xpath("//article//a[@href]")
-             if not urlsplit(a.get("href")).scheme]
+    hrefs = [posixpath.normpath(urljoin(page, a.get("href")))
+             for a in tree.xpath("//article//a[@href]") if not urlsplit(a.get("href")).scheme]
     copy = site / pdf.name
-    return [(f"/{pdf.name}" in hrefs, f"{first.file}.html links to /{pdf.name} (the PDF in the site)"),
+    return [(f"/{pdf.name}" in hrefs, f"{first.file}.html links to /{pdf.name} (the site's PDF)"),
             (copy.is_file() and copy.read_bytes() == pdf.read_bytes(),
              f"{copy} is the PDF checked here ({pdf})")]
 
@@ -205,7 +212,8 @@ def main(argv=None) -> int:
     ap.add_argument("--site", default=str(ROOT / "_build" / "html"))
     a = ap.parse_args(argv)
     t0 = time.monotonic()
-    results = checks(expected_pages(Path(a.site)), read_pdf(Path(a.pdf))) + site_offers(Path(a.site), Path(a.pdf))
+    site, pdf = Path(a.site), Path(a.pdf)
+    results = checks(expected_pages(site), read_pdf(pdf)) + site_offers(site, pdf)
     failed = [w for ok, w in results if not ok]
     for f in failed:
         print("FAILED:", f)

@@ -1,6 +1,7 @@
-"""The book's PDF tools without a browser: tools/book_pdf.py's page list and its rewriting of a built page, and
-tests/check_pdf.py's checks, each shown to fail on the fault it is there for (`make pdf` runs both on the
-real book after `make book`)."""
+"""The book's PDF tools without a browser: tools/book_pdf.py's page list and its rewriting of a
+built page, and tests/check_pdf.py's checks, each shown to fail on the fault it is there for
+(`make pdf` runs both on the real book, after `make book`).
+"""
 import copy, re, sys
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import check_pdf  # noqa: E402
 
 
 def test_pages_follow_the_toc():
-    "Every page of _toc.yml once, in its order; every notebook of nbs/ among them; numbered parts flagged"
+    "Each page of _toc.yml once, in order; every notebook of nbs/ among them; numbered parts known"
     root, parts = book_pdf.book_pages()
     files = [root.file] + [p.file for part in parts for p in part.pages]
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
@@ -31,7 +32,8 @@ def test_pages_follow_the_toc():
 def test_links():
     keys = {"/nbs/01_attention.html": "nbs-01_attention", "/book/intro.html": "book-intro"}
     base = "https://example.org/txbook/"
-    link = lambda href, here="/nbs/02_mhsa.html": book_pdf._link(href, here, {**keys, here: "nbs-02"}, base)
+    here = "/nbs/02_mhsa.html"
+    link = lambda href: book_pdf._link(href, here, {**keys, here: "nbs-02"}, base)
     assert link("#masks") == "#nbs-02--masks"
     assert link("01_attention.html#masks") == "#nbs-01_attention--masks"
     assert link("../book/intro.html") == "#book-intro"
@@ -41,31 +43,37 @@ def test_links():
 
 
 PAGE = """<html><head><link rel="stylesheet" href="../_static/styles/theme.css">
-<script>window.MathJax = {"options": {}}</script><script defer src="../_static/mathjax/tex-mml-chtml.js"></script>
+<script>window.MathJax = {"options": {}}</script>
+<script defer src="../_static/mathjax/tex-mml-chtml.js"></script>
 <script src="../_static/other.js"></script></head><body><nav>sidebar</nav>
-<article class="bd-article"><section id="setup"><h1>Setup: devices<a class="headerlink" href="#setup">#</a></h1>
+<article class="bd-article"><section id="setup">
+<h1>Setup: devices<a class="headerlink" href="#setup">#</a></h1>
 <p>See <a href="#seeds">seeds</a> and <a href="01_attention.html#masks">masks</a>, \\(x\\).</p>
-<div class="cell"><details class="admonition hide above-input"><summary>Show code</summary><pre>folded()</pre>
-</details><div class="cell_output"><img src="../_images/fig.svg"></div></div>
-<section id="seeds"><h2>Seeds <span class="math notranslate">\\(s\\)</span><a class="headerlink" href="#seeds">#</a></h2>
-<details class="solution dropdown"><summary>Solution</summary>answer</details></section></section></article>
-</body></html>"""
+<div class="cell"><details class="admonition hide above-input"><summary>Show code</summary>
+<pre>folded()</pre></details><div class="cell_output"><img src="../_images/fig.svg"></div></div>
+<section id="seeds">
+<h2>Seeds <span class="math notranslate">\\(s\\)</span>
+<a class="headerlink" href="#seeds">#</a></h2>
+<details class="solution dropdown"><summary>Solution</summary>answer</details></section></section>
+</article></body></html>"""
 
 
 def test_read_article(tmp_path):
-    "An appendix page: its letter, ids under its key, links inside the document, folded code out, folds open"
+    "An appendix page: its letter, ids under its key, links inside the document, folded code out"
     (tmp_path / "nbs").mkdir()
     (tmp_path / "nbs" / "a_core.html").write_text(PAGE)
     page = book_pdf.Page("nbs/a_core", "Appendix: the toolbox", False)
     keys = {"/nbs/a_core.html": page.key, "/nbs/01_attention.html": "nbs-01_attention"}
     sections = book_pdf.read_article(tmp_path, page, keys, "https://example.org/")
-    assert (page.label, page.title, page.heading) == ("A", "Setup: devices", "Appendix A. Setup: devices")
+    assert (page.label, page.title) == ("A", "Setup: devices")
+    assert page.heading == "Appendix A. Setup: devices"
     h = page.html
     assert h.startswith('<section class="pdf-page" id="nbs-a_core">') and "sidebar" not in h
     assert 'id="nbs-a_core--setup"' in h and 'id="nbs-a_core--seeds"' in h and 'id="setup"' not in h
     assert 'href="#nbs-a_core--seeds"' in h and 'href="#nbs-01_attention--masks"' in h
     assert "folded()" not in h and "Show code" not in h
-    assert '<a class="pdf-figure" href="https://example.org/_images/fig.svg"><img src="/_images/fig.svg"' in h
+    figure = '<a class="pdf-figure" href="https://example.org/_images/fig.svg">'
+    assert figure + '<img src="/_images/fig.svg"' in h
     assert re.search(r"<details[^>]*open", h) and "headerlink" not in h
     assert "Appendix A. Setup: devices" in re.sub(r"<[^>]+>", "", h)
     assert sections == [(2, "nbs-a_core--seeds", "Seeds \\(s\\)")]
@@ -82,19 +90,19 @@ def fig(name: str, size: float = 200.0) -> tuple[str, float, float]:
 
 
 def good() -> tuple[list, check_pdf.Printed]:
-    "Three pages of a book and a PDF that prints them right (title page, contents, then 2 pages each)"
+    "Three pages of a book and a PDF that prints them right (title, contents, then 2 pages each)"
     want = [check_pdf.Expected("book-intro", None, "Intro"),
-            check_pdf.Expected("nbs-01_attention", "Foundations", "1. Attention", figures=["a.svg", "b.png"],
-                               math=5, tex_in_code={"\\(": 1}),
+            check_pdf.Expected("nbs-01_attention", "Foundations", "1. Attention",
+                               figures=["a.svg", "b.png"], math=5, tex_in_code={"\\(": 1}),
             check_pdf.Expected("nbs-a_core", "Appendix", "Appendix A. Setup")]
     texts = ["Title", "Contents\nIntro 3\n1. Attention 5", "Intro\ntext", "more",
              "1. Attention\nwords", "re.compile(r'\\(')", "Appendix A. Setup\n", "end"]
-    got = check_pdf.Printed(texts, links=[[], [], [], [], [fig("a.svg")], [fig("b.png"), ("https://x.org", 50, 9)],
-                                          [], []],
+    links = [[], [], [], [], [fig("a.svg")], [fig("b.png"), ("https://x.org", 50, 9)], [], []]
+    got = check_pdf.Printed(texts, links=links,
                             math_fonts=[False, False, False, False, True, False, False, False],
                             outline=[(0, "Contents", 1), (0, "Intro", 2), (0, "Foundations", 4),
-                                     (1, "1. Attention", 4), (2, "1.1. Scores", 5), (0, "Appendix", 6),
-                                     (1, "Appendix A. Setup", 6)])
+                                     (1, "1. Attention", 4), (2, "1.1. Scores", 5),
+                                     (0, "Appendix", 6), (1, "Appendix A. Setup", 6)])
     return want, got
 
 
@@ -150,7 +158,7 @@ def test_check_pdf_catches(fault, expect):
 
 
 def test_site_offers_the_pdf(tmp_path):
-    "The check that the site's first page links to the PDF's copy in the site, and that the copy is that PDF"
+    "The site's first page must link to the PDF's copy in the site, and the copy must be that PDF"
     root, _ = book_pdf.book_pages()
     page = tmp_path / f"{root.file}.html"
     page.parent.mkdir(parents=True)

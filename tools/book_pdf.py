@@ -1,23 +1,26 @@
-"""The whole book as one PDF, printed offline from the executed site (`make pdf`, after `make book`).
+"""The whole book as one PDF, printed offline from the executed site (`make pdf`, after make book).
 
     python tools/book_pdf.py [_build/html] [-o _build/pdf/txbook.pdf]
 
-The pages come from `_toc.yml`, in its order: the introduction, then each part (its caption as a part title
-page when it holds more than one page) with its pages. Each page's article (the executed chapter exactly as the
-site shows it) is taken from the built HTML and put into one document after a title page and a table of
-contents, with the site's own style sheets and its shipped MathJax; headless Chromium (Debian's, through
-Playwright, no host but 127.0.0.1 reachable: `tools/chromium.py`) loads it from the site's server, typesets
-the equations, and prints it. One document, so page numbers run on, links between chapters stay inside the
-PDF and MathJax starts once. Printed twice: the first print tells on which page each chapter starts (the
-contents' links are the PDF's named destinations), the second prints those numbers in the contents. pypdf then
-writes the outline: the parts, their chapters, and each chapter's sections (Chromium's outline of the
-headings). Chapters keep the site's numbers (1-19); the appendix pages get their file name's letter (A, B...).
+The pages come from `_toc.yml`, in its order: the introduction, then each part (its caption on a
+page of its own when it holds more than one page) with its pages. Each page's article (the executed
+chapter exactly as the site shows it) is taken from the built HTML and put into one document after a
+title page and a table of contents, with the site's own style sheets and its shipped MathJax.
+Headless Chromium (Debian's, driven by Playwright, no host but 127.0.0.1 reachable:
+`tools/chromium.py`) loads that document from the site's server, typesets the equations, and prints
+it. One document, so page numbers run on, links between chapters stay inside the PDF, and MathJax
+starts once. The first print tells on which page each chapter starts (the contents' links become the
+PDF's named destinations); the title page and the contents are then printed again with those numbers
+and replace the first ones. pypdf writes the outline: the parts, their pages, and each page's
+sections. Chapters keep the site's numbers (1-19); the appendix pages get their file name's letter
+(A, B, ...).
 
-What the site shows on a screen and a page cannot hold is changed for print (`PRINT_CSS`): code and outputs
-wrap instead of scrolling sideways, folded code stays out (its output stays), solutions are unfolded, the
-page's header, sidebars and buttons are not part of the article. Before printing, the page is laid out for
-print and any code block, output or table still wider than the page fails the build, naming its chapter.
-The result is checked by tests/check_pdf.py.
+What a screen shows and a page cannot hold is changed for print (`PRINT_CSS`): code and outputs wrap
+instead of scrolling sideways, folded code stays out (its output stays), folds are opened, and the
+page's header, sidebars and buttons are not part of the article. Before printing, the document is
+laid out for print in a window as wide as the printed column, and any code block, table, image or
+equation still wider than the column fails the build, naming its page. tests/check_pdf.py checks the
+result against the site.
 """
 from __future__ import annotations
 
@@ -32,10 +35,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 from chromium import offline_chromium  # noqa: E402
 
-DOC = "nbs/__txbook_book__.html"   # where the document is served (never written into the site); a page's depth
-PAGE_TIMEOUT = 300                 # seconds to load and typeset the whole book (the 2-core CI machine may be busy)
-PAGE_MM, MARGIN_MM = (210, 297), (16, 14, 18, 14)   # A4; top, right, bottom, left margins (PRINT_CSS's @page)
-COLUMN_PX = round((PAGE_MM[0] - MARGIN_MM[1] - MARGIN_MM[3]) / 25.4 * 96)   # the printed column, in CSS px
+# Where the document is served, at a page's depth (it is never written into the site)
+DOC = "nbs/__txbook_book__.html"
+PAGE_TIMEOUT = 300   # seconds to load and typeset the whole book (a busy 2-core machine is slow)
+WIDTH_MM, MARGIN_MM = 210, (16, 14, 18, 14)   # A4's width; top, right, bottom, left margins
+COLUMN_PX = round((WIDTH_MM - MARGIN_MM[1] - MARGIN_MM[3]) / 25.4 * 96)   # printed column, CSS px
 
 
 @dataclass
@@ -82,13 +86,14 @@ def book_pages(root: Path = ROOT) -> tuple[Page, list[Part]]:
         part = Part(p["caption"])
         for c in p.get("chapters", []):
             if "file" not in c or "sections" in c:
-                raise ValueError(f"_toc.yml: {c} is not a page of its own (the PDF knows pages, no sections)")
-            part.pages.append(Page(str(Path(c["file"]).with_suffix("")), part.caption, bool(p.get("numbered"))))
+                raise ValueError(f"_toc.yml: {c} is not a page (the PDF knows no sections)")
+            file = str(Path(c["file"]).with_suffix(""))
+            part.pages.append(Page(file, part.caption, bool(p.get("numbered"))))
         parts.append(part)
     return Page(str(Path(toc["root"]).with_suffix("")), None, False), parts
 
 
-# -------------------------------------------------------------------------------------- the document
+# ------------------------------------------------------------------------------------- the document
 def _has_class(cls: str) -> str:
     return f'contains(concat(" ", normalize-space(@class), " "), " {cls} ")'
 
@@ -120,7 +125,7 @@ def parse(site: Path, page: Page):
 
 
 def page_label(page: Page, h1) -> str:
-    "The page's number as the site shows it in its title (chapters), or its file name's letter (appendix)"
+    "The page's number as the site's title shows it (chapters), or its file's letter (appendix)"
     num = h1.xpath(f".//span[{_has_class('section-number')}]")
     if num:
         return _text(num[0]).rstrip(".")
@@ -130,18 +135,21 @@ def page_label(page: Page, h1) -> str:
     return ""
 
 
-def read_article(site: Path, page: Page, keys: dict[str, str], baseurl: str) -> list[tuple[int, str, str]]:
-    """Fill in `page.title`, `page.label` and `page.html` from the built page: its article, with every id
-    prefixed by the page's key, links to pages of the book turned into links inside the document, links to
-    other pages of the site into links to the published site, and resources into paths from the site's root.
-    Returns its sections: (level, id, title) of each h2 and h3, in order (each heading links to its section,
-    so that the PDF has a named destination there for the outline)."""
+def read_article(site: Path, page: Page, keys: dict[str, str], baseurl: str) -> list:
+    """Fill in `page.title`, `.label`, `.html` and `.title_html` from the built page: its article,
+    every id prefixed by the page's key, links to pages of the book made links inside the document,
+    links to other pages of the site links to the published site, resources paths from the site's
+    root, each figure a link to its file on the site. Returns its sections: (level, id, title) of
+    each h2 and h3, in order (each heading links to its section, so that the PDF has a named
+    destination there for the outline)."""
     import lxml.html
     _, article = parse(site, page)
-    for el in article.xpath(f".//a[{_has_class('headerlink')}] | .//script | .//noscript | .//button"
-                            f" | .//*[{_has_class('pdf-skip')}]"   # what only the site needs (the PDF's own link)
-                            f" | .//details[{_has_class('above-input')} or {_has_class('below-input')}]"):
-        _drop(el)                      # folded code: the site hides it behind a click; the PDF leaves it out
+    # the site's furniture, what only the site needs (`pdf-skip`: the link to this PDF), and folded
+    # code (the site hides it behind a click; the PDF leaves it out, its output stays)
+    folded = f"{_has_class('above-input')} or {_has_class('below-input')}"
+    furniture = f".//a[{_has_class('headerlink')}] | .//script | .//noscript | .//button"
+    for el in article.xpath(f"{furniture} | .//*[{_has_class('pdf-skip')}] | .//details[{folded}]"):
+        _drop(el)
     h1s = article.xpath(".//h1")
     if not h1s:
         raise ValueError(f"{page.file}.html: no title (h1)")
@@ -164,10 +172,11 @@ def read_article(site: Path, page: Page, keys: dict[str, str], baseurl: str) -> 
             el.set("src", urljoin(here, el.get("src")))
     for el in article.xpath(".//img"):
         el.set("loading", "eager")
-        if not el.xpath("ancestor::a"):  # each figure links to its file on the site (and tests/check_pdf.py finds it)
-            link = lxml.html.Element("a", {"class": "pdf-figure", "href": urljoin(baseurl, el.get("src").lstrip("/"))})
+        if not el.xpath("ancestor::a"):   # a link to its file (how tests/check_pdf.py finds it)
+            href = urljoin(baseurl, el.get("src").lstrip("/"))
+            link = lxml.html.Element("a", {"class": "pdf-figure", "href": href})
             el.addprevious(link)
-            link.append(el)              # moves the image, and its tail text, into the link
+            link.append(el)               # moves the image, and its tail text, into the link
             link.tail, el.tail = el.tail, None
     _self_link(h1, page.key)
     page.title_html = _inner_html(h1.xpath("a")[0])
@@ -198,7 +207,8 @@ def _self_link(h, target: str):
 
 def _inner_html(el) -> str:
     import lxml.html
-    return html.escape(el.text or "") + "".join(lxml.html.tostring(c, encoding="unicode") for c in el)
+    return html.escape(el.text or "") + "".join(lxml.html.tostring(c, encoding="unicode")
+                                                for c in el)
 
 
 def _link(href: str, here: str, keys: dict[str, str], baseurl: str) -> str:
@@ -215,7 +225,7 @@ def _link(href: str, here: str, keys: dict[str, str], baseurl: str) -> str:
 
 
 def page_head(site: Path, pages: list[Page]) -> str:
-    "The style sheets and MathJax (its configuration and the shipped script) of the first page with equations"
+    "The style sheets and MathJax (configuration, shipped script) of the first page that loads it"
     import lxml.html
     for page in pages:
         tree, _ = parse(site, page)
@@ -245,10 +255,10 @@ body { margin: 0; background: white; }
 .pdf-page h1 { font-size: 2rem; margin-top: 0; }
 a.pdf-self { color: inherit; }
 h1, h2, h3, h4 { break-after: avoid; }
-img, svg, figure, .cell_output img { max-width: 100% !important; height: auto; break-inside: avoid; }
+img, svg, figure { max-width: 100% !important; height: auto; break-inside: avoid; }
 pre, pre code, .highlight pre, div.cell_output pre, .output pre {
-  white-space: pre-wrap !important; overflow-wrap: anywhere; word-break: normal; overflow: visible !important;
-  max-width: 100%; }
+  white-space: pre-wrap !important; overflow-wrap: anywhere; word-break: normal;
+  overflow: visible !important; max-width: 100%; }
 div.highlight, div.cell_output, .output, div.cell, .table-wrapper, .pst-scrollable-table-container {
   overflow: visible !important; max-width: 100%; }
 div.cell div.highlight pre { font-size: 0.78em; }
@@ -272,24 +282,24 @@ mjx-container[display="true"] { overflow: visible !important; }
 
 
 def document(site: Path, root: Page, parts: list[Part]) -> tuple[str, str]:
-    "The head (style sheets, MathJax) and the body of the book as one HTML document; fills in the pages"
+    "The head (style sheets, MathJax) and the body of the book as one document; fills in the pages"
     pages = [root] + [p for part in parts for p in part.pages]
     keys = {f"/{p.file}.html": p.key for p in pages}
     baseurl = book_info()["baseurl"]
     for p in pages:
         if not (site / f"{p.file}.html").is_file():
-            raise FileNotFoundError(f"{p.file}.html is not in {site}: build the book first (make book)")
+            raise FileNotFoundError(f"{p.file}.html is not in {site}: build the book first")
         p.sections = read_article(site, p, keys, baseurl)
     body = [root.html]
     for part in parts:
         if len(part.pages) > 1:
-            body.append(f'<section class="pdf-part" id="{part.key}"><h1><a class="pdf-self" href="#{part.key}">'
-                        f'{html.escape(part.caption)}</a></h1></section>')
+            body.append(f'<section class="pdf-part" id="{part.key}"><h1><a class="pdf-self" '
+                        f'href="#{part.key}">{html.escape(part.caption)}</a></h1></section>')
         body += [p.html for p in part.pages]
     return page_head(site, pages[1:] + pages[:1]), "".join(body)
 
 
-def front_matter(root: Page, parts: list[Part], info: dict, numbers: dict[str, int] | None = None) -> str:
+def front_matter(root: Page, parts: list[Part], info: dict, numbers: dict | None = None) -> str:
     "The title page and the contents, with each entry's page from `numbers` (`?` while unknown)"
     def entry(key: str, text: str, cls: str = "") -> str:
         no = numbers.get(key, "?") if numbers else "?"
@@ -298,22 +308,25 @@ def front_matter(root: Page, parts: list[Part], info: dict, numbers: dict[str, i
 
     toc = [entry(root.key, root.title_html)]
     for part in parts:
-        toc.append(entry(part.key if len(part.pages) > 1 else part.pages[0].key, html.escape(part.caption), "part"))
+        first = part.key if len(part.pages) > 1 else part.pages[0].key
+        toc.append(entry(first, html.escape(part.caption), "part"))
         toc += [entry(p.key, p.title_html) for p in part.pages]
     baseurl = html.escape(info["baseurl"])
     return (f'<section class="pdf-cover" id="cover"><h1>{html.escape(info["title"])}</h1>'
             f'<div class="sub">{html.escape(info["subtitle"])}</div>'
             f'<div class="meta">{html.escape(info["author"])}<br>{html.escape(info["edition"])}<br>'
             f'<a href="{baseurl}">{baseurl}</a></div></section>'
-            f'<section class="pdf-contents" id="contents"><h1>Contents</h1><ol>{"".join(toc)}</ol></section>')
+            f'<section class="pdf-contents" id="contents"><h1>Contents</h1><ol>{"".join(toc)}</ol>'
+            f'</section>')
 
 
 def wrap(head: str, body: str, title: str) -> str:
-    "A whole HTML document: the site's head, the print rules, the body in the theme's article container"
-    return (f'<!DOCTYPE html>\n<html lang="en" data-theme="light" data-mode="light"><head><meta charset="utf-8">'
-            f'<title>{html.escape(title)}</title>\n{head}\n<style>{PRINT_CSS}</style></head>\n'
-            f'<body><main class="bd-main"><div class="bd-content"><div class="bd-article-container">'
-            f'{body}</div></div></main></body></html>')
+    "A whole HTML document: the site's head, the print rules, the body in the theme's containers"
+    return (f'<!DOCTYPE html>\n<html lang="en" data-theme="light" data-mode="light"><head>'
+            f'<meta charset="utf-8"><title>{html.escape(title)}</title>\n{head}\n'
+            f'<style>{PRINT_CSS}</style></head>\n<body><main class="bd-main">'
+            f'<div class="bd-content"><div class="bd-article-container">{body}</div></div></main>'
+            f'</body></html>')
 
 
 def book_info(root: Path = ROOT) -> dict:
@@ -321,10 +334,11 @@ def book_info(root: Path = ROOT) -> dict:
     import subprocess
     cfg = yaml.safe_load((root / "_config.yml").read_text())
     title, _, sub = cfg["title"].partition(":")
-    version = re.search(r'__version__\s*=\s*"([^"]+)"', (root / "txbook" / "__init__.py").read_text()).group(1)
+    init = (root / "txbook" / "__init__.py").read_text()
+    version = re.search(r'__version__\s*=\s*"([^"]+)"', init).group(1)
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
-                                text=True, check=True).stdout.strip()
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root,
+                                capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown"
     return {"title": title.strip(), "subtitle": sub.strip().capitalize() if sub else "",
@@ -333,8 +347,7 @@ def book_info(root: Path = ROOT) -> dict:
 
 
 # ---------------------------------------------------------------------------------------- printing
-# Waits for MathJax's typesetting, every image and the fonts; then, laid out for print, lists what is still
-# wider than its column (code, outputs, tables, equations), by the page it belongs to.
+# Waits for MathJax's typesetting, every image and the fonts; counts the equations and images.
 READY = r"""
 (async () => {
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
@@ -350,23 +363,24 @@ READY = r"""
   };
 })()
 """
+# Laid out for print: what is still wider than the column (code, outputs, tables, images, equations)
 WIDE = r"""
 (() => {
   const out = [];
-  for (const el of document.querySelectorAll('.pdf-page pre, .pdf-page table, .pdf-page img, '
-                                             + '.pdf-page mjx-container[display="true"]')) {
+  const wide = ['pre', 'table', 'img', 'mjx-container[display="true"]'].map(s => '.pdf-page ' + s);
+  for (const el of document.querySelectorAll(wide.join(', '))) {
     const sec = el.closest('.pdf-page');
     const col = sec.getBoundingClientRect();
     const r = el.getBoundingClientRect();
     if (r.right > col.right + 2 || el.scrollWidth > el.clientWidth + 2)
-      out.push(`${sec.id}: ${el.tagName.toLowerCase()} ${Math.round(r.width)} px in a ${Math.round(col.width)} px`
-               + ` column: ${el.textContent.trim().slice(0, 60)}`);
+      out.push(`${sec.id}: ${el.tagName.toLowerCase()} ${Math.round(r.width)} px in a `
+               + `${Math.round(col.width)} px column: ${el.textContent.trim().slice(0, 60)}`);
   }
   return out;
 })()
 """
 
-# The text of every heading that links to itself (the outline's entries), each equation as its MathML's text
+# The text of each heading that links to itself (the outline's entries), equations as MathML's text
 TITLES = r"""
 (() => Object.fromEntries([...document.querySelectorAll('a.pdf-self')].map(a => {
   const c = a.cloneNode(true);
@@ -383,9 +397,10 @@ FOOTER = ('<div style="font-size:8px; width:100%; text-align:center; color:#666;
 
 
 def print_pdf(tab) -> bytes:
-    "The loaded document printed: A4 (the page size of PRINT_CSS), the page number at the foot of each page"
+    "The loaded document printed on A4 (PRINT_CSS's size), the page number at the foot of each page"
     return tab.pdf(format="A4", print_background=True, display_header_footer=True,
-                   header_template="<span></span>", footer_template=FOOTER, prefer_css_page_size=True)
+                   header_template="<span></span>", footer_template=FOOTER,
+                   prefer_css_page_size=True)
 
 
 def destinations(reader) -> dict[str, int]:
@@ -394,10 +409,10 @@ def destinations(reader) -> dict[str, int]:
             for name, d in reader.named_destinations.items()}
 
 
-def assemble(pdf: bytes, front: bytes, titles: dict[str, str], root: Page, parts: list[Part], info: dict) -> bytes:
-    """The book: `pdf` with its first pages (title page, contents with `?`) replaced by `front` (the same
-    pages with the page numbers; the links of the contents kept), an outline (the parts, their pages, each
-    page's sections, named by `titles`: id -> text) and the book's metadata"""
+def assemble(pdf: bytes, front: bytes, titles: dict, root: Page, parts: list, info: dict) -> bytes:
+    """The book: `pdf` with its first pages (title page, contents with `?`) replaced by `front` (the
+    same pages with the page numbers; the links of the contents kept), an outline (the parts, their
+    pages, each page's sections, named by `titles`: id -> text) and the book's metadata"""
     from pypdf import PdfReader, PdfWriter
     from pypdf.generic import NameObject
     reader = PdfReader(io.BytesIO(pdf))
@@ -405,7 +420,7 @@ def assemble(pdf: bytes, front: bytes, titles: dict[str, str], root: Page, parts
     numbered = PdfReader(io.BytesIO(front))
     n = dests[root.key]
     if len(numbered.pages) != n:
-        raise RuntimeError(f"the numbered contents take {len(numbered.pages)} pages, the book gave them {n}")
+        raise RuntimeError(f"the numbered contents take {len(numbered.pages)} pages, not {n}")
     writer = PdfWriter(clone_from=reader)
     for i in range(n):
         links = writer.pages[i].get("/Annots")
@@ -418,7 +433,8 @@ def assemble(pdf: bytes, front: bytes, titles: dict[str, str], root: Page, parts
         "An outline entry, named as the document shows `title` (equations as text), at `key`'s page"
         if key not in dests:
             return parent
-        return writer.add_outline_item(title=titles.get(key, title), page_number=dests[key], parent=parent)
+        return writer.add_outline_item(title=titles.get(key, title), page_number=dests[key],
+                                       parent=parent)
 
     def add_page(p: Page, parent=None):
         item = add(p.heading, p.key, parent)
@@ -430,11 +446,12 @@ def assemble(pdf: bytes, front: bytes, titles: dict[str, str], root: Page, parts
     add("Contents", "contents")
     add_page(root)
     for part in parts:
-        item = writer.add_outline_item(title=part.caption, page_number=dests.get(part.key, dests[part.pages[0].key]))
+        first = dests.get(part.key, dests[part.pages[0].key])
+        item = writer.add_outline_item(title=part.caption, page_number=first)
         for p in part.pages:
             add_page(p, item)
-    writer.add_metadata({"/Title": info["full_title"], "/Author": info["author"], "/Subject": info["edition"],
-                         "/Creator": "txbook: tools/book_pdf.py (Chromium, pypdf)"})
+    writer.add_metadata({"/Title": info["full_title"], "/Author": info["author"],
+                         "/Subject": info["edition"], "/Creator": "txbook: tools/book_pdf.py"})
     writer.page_mode = "/UseOutlines"
     out = io.BytesIO()
     writer.write(out)
@@ -442,7 +459,7 @@ def assemble(pdf: bytes, front: bytes, titles: dict[str, str], root: Page, parts
 
 
 def build(site: Path, out: Path) -> dict:
-    "Print the book from `site` into `out`; returns what it did (pages, timings), also written beside it"
+    "Print the book from `site` into `out`; returns what it did (pages, timings), saved beside it"
     laps, t = {}, time.monotonic()
 
     def lap(what: str):
@@ -455,25 +472,27 @@ def build(site: Path, out: Path) -> dict:
     head, body = document(site, root, parts)
     doc = wrap(head, front_matter(root, parts, info) + body, info["full_title"])
     lap("document")
-    # the window as wide as the printed column, so that what the print layout cannot fit is found before printing
+    # a window as wide as the printed column: what print cannot fit is found before printing
     with offline_chromium(site, width=COLUMN_PX, height=1000) as (context, base):
         served = {base + DOC: doc}
-        context.route(base + DOC, lambda route: route.fulfill(status=200, body=served[route.request.url],
-                                                              content_type="text/html; charset=utf-8"))
+        context.route(base + DOC, lambda route: route.fulfill(
+            status=200, body=served[route.request.url], content_type="text/html; charset=utf-8"))
         tab = context.new_page()
         tab.set_default_timeout(PAGE_TIMEOUT * 1000)
         errors: list[str] = []
         tab.on("pageerror", lambda e: errors.append(f"exception: {e.message}"))
-        tab.on("console", lambda m: errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
+        tab.on("console", lambda m: m.type == "error" and errors.append(f"console.error: {m.text}"))
         tab.goto(base + DOC, wait_until="load")
         ready = tab.evaluate(READY)
         if ready["broken"] or ready["mjx"] < ready["math"] or errors:
-            raise RuntimeError(f"the book did not render: {ready['mjx']} of {ready['math']} equations typeset, "
-                               f"broken images {ready['broken'][:5]}, errors {errors[:5]}")
+            raise RuntimeError(f"the book did not render: {ready['mjx']} of {ready['math']} "
+                               f"equations typeset, broken images {ready['broken'][:5]}, "
+                               f"errors {errors[:5]}")
         tab.emulate_media(media="print")
         wide = tab.evaluate(WIDE)
         if wide:
-            raise RuntimeError(f"{len(wide)} blocks wider than the printed page:\n  " + "\n  ".join(wide[:20]))
+            raise RuntimeError(f"{len(wide)} blocks wider than the printed column:\n  "
+                               + "\n  ".join(wide[:20]))
         titles = tab.evaluate(TITLES)
         lap("load and typeset")
         pdf = print_pdf(tab)
@@ -482,9 +501,12 @@ def build(site: Path, out: Path) -> dict:
         reader = PdfReader(io.BytesIO(pdf))
         dests = destinations(reader)
         numbers = {k: v + 1 for k, v in dests.items()}
-        served[base + DOC] = wrap(head, front_matter(root, parts, info, numbers), info["full_title"])
+        front = front_matter(root, parts, info, numbers)
+        served[base + DOC] = wrap(head, front, info["full_title"])
         tab.goto(base + DOC, wait_until="load")
         tab.evaluate(READY)
+        if errors:
+            raise RuntimeError(f"the contents did not render: {errors[:5]}")
         front = print_pdf(tab)
         lap("contents")
     book = assemble(pdf, front, titles, root, parts, info)
@@ -492,8 +514,9 @@ def build(site: Path, out: Path) -> dict:
     out.write_bytes(book)
     lap("outline")
     pages = [root] + [q for part in parts for q in part.pages]
-    stats = {"pages": len(reader.pages), "bytes": len(book), "equations": ready["mjx"], "images": ready["images"],
-             "starts": {p.key: numbers.get(p.key) for p in pages}, "seconds": laps}
+    stats = {"pages": len(reader.pages), "bytes": len(book), "equations": ready["mjx"],
+             "images": ready["images"], "starts": {p.key: numbers.get(p.key) for p in pages},
+             "seconds": laps}
     stats["seconds"]["total"] = round(sum(laps.values()), 1)
     out.with_suffix(".json").write_text(json.dumps(stats, indent=1) + "\n")
     return stats
@@ -505,8 +528,9 @@ def main(argv=None) -> int:
     ap.add_argument("-o", "--out", default=str(ROOT / "_build" / "pdf" / "txbook.pdf"))
     a = ap.parse_args(argv)
     stats = build(Path(a.site), Path(a.out))
-    print(f"book_pdf: {a.out}: {stats['pages']} pages, {stats['bytes'] / 1e6:.1f} MB, {stats['equations']} "
-          f"equations, {stats['images']} images; " + ", ".join(f"{k} {v} s" for k, v in stats["seconds"].items()))
+    print(f"book_pdf: {a.out}: {stats['pages']} pages, {stats['bytes'] / 1e6:.1f} MB, "
+          f"{stats['equations']} equations, {stats['images']} images; "
+          + ", ".join(f"{k} {v} s" for k, v in stats["seconds"].items()))
     return 0
 
 
