@@ -5,9 +5,10 @@ it; the PDF is read with pypdf. Checks:
 
 - it opens, and its page count is plausible: at least a title page, the contents and one page per
   page of the book, and no more than 60 pages per page of the book;
-- its outline lists the pages of `_toc.yml` in that order under their parts, each with its title as
-  the site shows it and its number (chapters 1, 2, ... as the site numbers them; appendix pages
-  their letter), and the text of each page's first page starts with that title;
+- its outline opens with the contents, then lists the pages of `_toc.yml` in that order, each with
+  its title as the site shows it and its number (chapters 1, 2, ... as the site numbers them;
+  appendix pages their letter); the text of each page's first page shows that title, and the
+  contents give that page's number;
 - no TeX source is left: `$$`, `\\(`, `\\[`, `\\begin{`, `\\end{` occur in a page's text no more
   often than in the code and outputs of that page on the site (where they are Python, not MathJax's
   input), and nowhere in the title page, the contents or the outline;
@@ -160,6 +161,13 @@ def checks(want: list[Expected], got: Printed) -> list[tuple[bool, str]]:
         left = {t: front.count(t) for t in TEX if t in front}
         out.append((not left, f"no TeX source in the title page and contents "
                               f"(pages 1-{min(order)}: {left})"))
+        lines = {re.sub(r"\s+", " ", line).strip() for line in front.splitlines()}
+        wrong = [f"{w.heading} {starts[w.key] + 1}" for w in want if w.key in starts
+                 and f"{w.heading} {starts[w.key] + 1}" not in lines]
+        out.append((not wrong, f"the contents give each page's first page ({len(wrong)} do not: "
+                               f"{wrong[:3]})"))
+        out.append((bool(got.outline) and got.outline[0][1] == "Contents"
+                    and got.outline[0][2] < min(order), "the outline opens with the contents"))
     out.append((order == sorted(order) and len(set(order)) == len(order),
                 f"the pages start on increasing pages of the PDF ({order})"))
     # each page's span of the PDF: from its first page to the next page's first page

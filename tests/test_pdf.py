@@ -95,7 +95,8 @@ def good() -> tuple[list, check_pdf.Printed]:
             check_pdf.Expected("nbs-01_attention", "Foundations", "1. Attention",
                                figures=["a.svg", "b.png"], math=5, tex_in_code={"\\(": 1}),
             check_pdf.Expected("nbs-a_core", "Appendix", "Appendix A. Setup")]
-    texts = ["Title", "Contents\nIntro 3\n1. Attention 5", "Intro\ntext", "more",
+    texts = ["Title", "Contents\nIntro 3\nFoundations 5\n1. Attention 5\nAppendix 7\n"
+             "Appendix A. Setup  7", "Intro\ntext", "more",
              "1. Attention\nwords", "re.compile(r'\\(')", "Appendix A. Setup\n", "end"]
     links = [[], [], [], [], [fig("a.svg")], [fig("b.png"), ("https://x.org", 50, 9)], [], []]
     got = check_pdf.Printed(texts, links=links,
@@ -126,6 +127,8 @@ def test_check_pdf_passes_a_good_pdf():
     ("figure_elsewhere", "nbs-01_attention: its 2 figures are in the PDF"),
     ("short", "page count plausible"),
     ("wrong_title", "nbs-a_core: its first page (7) shows its title"),
+    ("wrong_number", "the contents give each page's first page (1 do not: ['1. Attention 5']"),
+    ("no_contents", "the outline opens with the contents"),
 ])
 def test_check_pdf_catches(fault, expect):
     want, got = good()
@@ -151,6 +154,10 @@ def test_check_pdf_catches(fault, expect):
     elif fault == "short":
         got.texts, got.links, got.math_fonts = got.texts[:4], got.links[:4], got.math_fonts[:4]
         got.outline = [o for o in got.outline if o[2] < 4]
+    elif fault == "wrong_number":
+        got.texts[1] = got.texts[1].replace("1. Attention 5", "1. Attention 6")
+    elif fault == "no_contents":
+        got.outline = got.outline[1:]
     elif fault == "wrong_title":
         got.texts[6] = "Appendix B. Something else"
     found = failures(want, got)
@@ -173,3 +180,17 @@ def test_site_offers_the_pdf(tmp_path):
     assert [ok for ok, _ in check_pdf.site_offers(tmp_path, pdf)] == [True, False]
     page.write_text(link.replace("../txbook.pdf", "txbook.pdf"))   # points at book/txbook.pdf
     assert not check_pdf.site_offers(tmp_path, pdf)[0][0]
+
+
+def test_ci_and_pages_build_the_pdf():
+    "`make pdf` exists, CI and the pages workflow run it after `make book`, the README names it"
+    assert re.search(r"^pdf:", (ROOT / "Makefile").read_text(), flags=re.M)
+    ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if not line.startswith("#")]
+    assert min(i for i, c in enumerate(ci) if "make book" in c) < min(i for i, c in enumerate(ci)
+                                                                      if "make pdf" in c)
+    wf = yaml.safe_load((ROOT / ".github" / "workflows" / "pages.yml").read_text())
+    steps = wf["jobs"]["build"]["steps"]
+    runs = [s.get("run") for s in steps]
+    upload = [i for i, s in enumerate(steps) if s.get("uses", "").startswith("actions/upload-pages")]
+    assert runs.index("make book") < runs.index("make pdf") < upload[0]
+    assert "make pdf" in (ROOT / "README.md").read_text()

@@ -316,8 +316,8 @@ def front_matter(root: Page, parts: list[Part], info: dict, numbers: dict | None
             f'<div class="sub">{html.escape(info["subtitle"])}</div>'
             f'<div class="meta">{html.escape(info["author"])}<br>{html.escape(info["edition"])}<br>'
             f'<a href="{baseurl}">{baseurl}</a></div></section>'
-            f'<section class="pdf-contents" id="contents"><h1>Contents</h1><ol>{"".join(toc)}</ol>'
-            f'</section>')
+            f'<section class="pdf-contents" id="contents"><h1><a class="pdf-self" href="#contents">'
+            f'Contents</a></h1><ol>{"".join(toc)}</ol></section>')
 
 
 def wrap(head: str, body: str, title: str) -> str:
