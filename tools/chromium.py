@@ -73,10 +73,9 @@ def offline_chromium(site: Path, *, width: int = 1440, height: int = 900):
     from playwright.sync_api import sync_playwright
     binary = find_chromium()
     httpd, base = serve(site)
-    env = dict(os.environ, PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD="1")
     try:
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=binary, headless=True, args=ARGS, env=env)
+            browser = pw.chromium.launch(executable_path=binary, headless=True, args=ARGS)
             try:
                 context = browser.new_context(viewport={"width": width, "height": height},
                                               device_scale_factor=1, service_workers="block")
