@@ -40,8 +40,8 @@ book: install
 
 # The whole book as one PDF, printed by the same headless Chromium from the built site (make book first; it is
 # built here when missing): equations typeset, figures, code wrapped, chapters in _toc.yml's order with their
-# numbers, a contents and an outline (tools/book_pdf.py); then checked against the site (tests/check_pdf.py) and
-# copied into the site, where the introduction links to it.
+# numbers, a contents and an outline (tools/book_pdf.py); copied into the site, where the introduction links to
+# it, then checked against the site (tests/check_pdf.py).
 pdf: install
 	@test -f _build/html/index.html || $(MAKE) book
 	$(BIN)/python tools/book_pdf.py _build/html -o _build/pdf/txbook.pdf

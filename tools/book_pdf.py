@@ -350,7 +350,8 @@ def book_info(root: Path = ROOT) -> dict:
 
 
 # ---------------------------------------------------------------------------------------- printing
-# Waits for MathJax's typesetting, every image and the fonts; counts the equations and images.
+# Waits for MathJax's typesetting, every image and the fonts; counts the equations (and MathJax's
+# errors: TeX it could not typeset) and the images, and names those that did not load.
 READY = r"""
 (async () => {
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
@@ -361,6 +362,7 @@ READY = r"""
   return {
     math: document.querySelectorAll('.math').length,
     mjx: document.querySelectorAll('mjx-container').length,
+    texErrors: [...document.querySelectorAll('mjx-merror')].map(e => e.textContent.slice(0, 80)),
     images: imgs.length,
     broken: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute('src')),
   };
@@ -487,10 +489,10 @@ def build(site: Path, out: Path) -> dict:
         tab.on("console", lambda m: m.type == "error" and errors.append(f"console.error: {m.text}"))
         tab.goto(base + DOC, wait_until="load")
         ready = tab.evaluate(READY)
-        if ready["broken"] or ready["mjx"] < ready["math"] or errors:
+        if ready["broken"] or ready["mjx"] < ready["math"] or ready["texErrors"] or errors:
             raise RuntimeError(f"the book did not render: {ready['mjx']} of {ready['math']} "
-                               f"equations typeset, broken images {ready['broken'][:5]}, "
-                               f"errors {errors[:5]}")
+                               f"equations typeset, TeX errors {ready['texErrors'][:5]}, broken "
+                               f"images {ready['broken'][:5]}, errors {errors[:5]}")
         tab.emulate_media(media="print")
         wide = tab.evaluate(WIDE)
         if wide:
