@@ -35,10 +35,11 @@ from chromium import offline_chromium  # noqa: E402
 
 SCREENSHOTS = ["nbs/01_attention.html", "nbs/02_mhsa.html"]  # two chapters with displayed equations
 PAGE_TIMEOUT = 90  # seconds for one page to load and typeset (the 2-core CI machine may be busy)
-WIDTH, HEIGHT = 1440, 900  # a laptop screen: both sidebars shown, code cells hold 100 characters (txbook.css)
+# a laptop screen: both sidebars shown, code cells hold 100 characters (txbook.css)
+WIDTH, HEIGHT = 1440, 900
 
 
-# ------------------------------------------------------------------------------------ what is checked
+# ---------------------------------------------------------------------------------- what is checked
 # Waits for MathJax's first typeset and for every image, then reports what the page shows.
 INSPECT = r"""
 (async () => {
@@ -71,7 +72,8 @@ INSPECT = r"""
     wide: wide,
     mathjax: mathjax,
     math: mathEls.length,
-    untypeset: mathEls.filter(e => !e.querySelector('mjx-container')).map(e => e.textContent.slice(0, 60)),
+    untypeset: mathEls.filter(e => !e.querySelector('mjx-container'))
+                      .map(e => e.textContent.slice(0, 60)),
     mjx: document.querySelectorAll('mjx-container').length,
     raw: raw,
     images: imgs.length,
@@ -87,25 +89,29 @@ SEARCH = r"""
   for (let t = 0; t < 600; t++) {   // Sphinx's search fills the list from searchindex.js
     const hits = [...document.querySelectorAll('#search-results li a, ul.search li a')];
     const done = document.querySelector('#search-results p, .search-summary');
-    if (hits.length && done && done.textContent.trim()) return hits.map(a => a.getAttribute('href'));
+    if (hits.length && done && done.textContent.trim())
+      return hits.map(a => a.getAttribute('href'));
     await new Promise(ok => setTimeout(ok, 100));
   }
-  return [...document.querySelectorAll('#search-results li a, ul.search li a')].map(a => a.getAttribute('href'));
+  return [...document.querySelectorAll('#search-results li a, ul.search li a')]
+    .map(a => a.getAttribute('href'));
 })()
 """
 
 
 class Events:
-    "What a page reports while it loads (Playwright's page events), as tuples; `clear()` before each page"
+    "What a page reports while it loads (Playwright's events) as tuples; `clear()` between pages"
 
     def __init__(self, page):
         self.seen: list[tuple] = []
         page.on("request", lambda r: self.seen.append(("request", r.url)))
         page.on("requestfailed", lambda r: self.seen.append(("failed", r.url, r.failure or "")))
-        page.on("response", lambda r: self.seen.append(("http", r.status, r.url)) if r.status >= 400 else None)
-        page.on("pageerror", lambda e: self.seen.append(("exception", e.stack or f"{e.name}: {e.message}")))
-        page.on("console", lambda m: self.seen.append(("console", m.type, m.text, m.location.get("url", "")))
-                if m.type in ("error", "assert") else None)
+        page.on("response", lambda r: r.status >= 400
+                and self.seen.append(("http", r.status, r.url)))
+        page.on("pageerror", lambda e: self.seen.append(
+            ("exception", e.stack or f"{e.name}: {e.message}")))
+        page.on("console", lambda m: m.type in ("error", "assert") and self.seen.append(
+            ("console", m.type, m.text, m.location.get("url", ""))))
 
     def clear(self):
         self.seen = []
@@ -118,9 +124,10 @@ def problems_in_events(events: list[tuple], base: str) -> list[str]:
     for kind, *p in events:
         if kind == "request":
             url = p[0]
-            if urlsplit(url).scheme in ("http", "https", "ws", "wss") and urlsplit(url).netloc != host:
+            parts = urlsplit(url)
+            if parts.scheme in ("http", "https", "ws", "wss") and parts.netloc != host:
                 out.append(f"requests another host: {url}")
-        elif kind == "failed" and p[1] != "net::ERR_ABORTED":   # a request the page itself cancelled
+        elif kind == "failed" and p[1] != "net::ERR_ABORTED":   # not one the page itself cancelled
             out.append(f"request failed ({p[1]}): {p[0]}")
         elif kind == "http":
             out.append(f"HTTP {p[0]}: {p[1]}")
@@ -151,7 +158,8 @@ def toc_pages(root: Path) -> list[str]:
 
 def tracked_files(root: Path) -> set[str] | None:
     try:
-        out = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True,
+                             check=True).stdout
         return set(out.splitlines())
     except (OSError, subprocess.CalledProcessError):
         return None  # not a git checkout: fall back to the file's existence
@@ -161,10 +169,11 @@ def goto(tab, url: str, timeout: float = PAGE_TIMEOUT) -> str:
     "Load `url`, follow a redirect page (meta refresh or script) to its end; returns the final URL"
     tab.goto(url, wait_until="load", timeout=timeout * 1000)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:  # a redirect page (the landing index.html) goes on to another page
+    while time.monotonic() < deadline:  # a redirect page (the landing index.html) goes on elsewhere
         try:
-            href, state, refresh = tab.evaluate("[location.href, document.readyState,"
-                                                " !!document.querySelector('meta[http-equiv=refresh i]')]")
+            href, state, refresh = tab.evaluate(
+                "[location.href, document.readyState,"
+                " !!document.querySelector('meta[http-equiv=refresh i]')]")
             if state == "complete" and not refresh:
                 return href
         except Exception:
@@ -174,98 +183,118 @@ def goto(tab, url: str, timeout: float = PAGE_TIMEOUT) -> str:
 
 
 def evaluate(tab, expression: str, timeout: float = PAGE_TIMEOUT):
-    "The value of a JavaScript expression in the page (a promise awaited), or an error after `timeout` s"
+    "The value of a JavaScript expression in the page (a promise awaited); an error after `timeout`"
     return tab.evaluate(f"Promise.race([{expression.strip()}, new Promise((_, no) => setTimeout("
                         f"() => no(new Error('no answer in {timeout} s')), {timeout * 1000}))])")
 
 
+class Checks:
+    "Passed checks counted, failed ones kept with what they say"
+
+    def __init__(self):
+        self.passed, self.failed = 0, []
+
+    def __call__(self, ok: bool, what: str) -> bool:
+        if ok:
+            self.passed += 1
+        else:
+            self.failed.append(what)
+        return ok
+
+
+def colab_link(page: str) -> tuple[str, str]:
+    "The notebook of a chapter's page (its path in the repository) and the Colab link that opens it"
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
+    repo = cfg["url"].rstrip("/").removeprefix("https://github.com/")
+    book_path = (cfg.get("path_to_book") or "").strip("/")
+    nb = f"{book_path + '/' if book_path else ''}{page.removesuffix('.html')}.ipynb"
+    branch = cfg.get("branch", "main")
+    return nb, f"https://colab.research.google.com/github/{repo}/blob/{branch}/{nb}"
+
+
+def check_page(check: Checks, tab, events: Events, site: Path, base: str, page: str,
+               tracked: set[str] | None, shots: Path):
+    "Every check of one page of the site (see the module's docstring)"
+    t = time.monotonic()
+    if not check((site / page).exists(), f"{page}: exists in the built site"):
+        return
+    try:
+        events.clear()
+        landed = goto(tab, base + page)
+        info = evaluate(tab, INSPECT)
+    except Exception as e:  # a page that does not load or hangs fails that page, not the check
+        check(False, f"{page}: loads ({type(e).__name__}: {e})")
+        return
+    errors = problems_in_events(events.seen, base)
+    check(not errors, f"{page}: no console error or failed request: " + "; ".join(errors[:8]))
+    if info["math"] or info["raw"]:
+        check(info["mathjax"] == "typeset", f"{page}: MathJax loaded ({info['mathjax']})")
+        check(not info["untypeset"] and info["mjx"] >= info["math"],
+              f"{page}: all {info['math']} equations typeset ({info['mjx']} MathJax outputs; "
+              f"not typeset: {info['untypeset'][:3]})")
+        check(not info["raw"], f"{page}: no raw TeX in the text: {info['raw']}")
+    check(not info["wide"], f"{page}: no code block scrolls sideways at {WIDTH} px "
+                            f"({len(info['wide'])} do: {info['wide'][:3]})")
+    check(not info["broken"], f"{page}: every image loads ({len(info['broken'])} of "
+                              f"{info['images']} broken: {info['broken'][:5]})")
+    if page.startswith("nbs/"):
+        nb, want = colab_link(page)
+        present = (nb in tracked) if tracked is not None else (ROOT / nb).exists()
+        check(bool(info["colab"]) and all(h == want for h in info["colab"]) and present,
+              f"{page}: Colab link points at {nb} in the repository (found {info['colab'][:2]}, "
+              f"tracked: {present})")
+    if page in SCREENSHOTS:
+        tab.evaluate("(() => { const m = document.querySelector('mjx-container[display=\"true\"]')"
+                     " || document.querySelector('mjx-container');"
+                     " if (m) m.scrollIntoView({block: 'center'}); })()")
+        time.sleep(0.5)
+        out = shots / (Path(page).stem + ".png")
+        png = tab.screenshot(path=out)
+        check(len(png) > 10_000, f"{page}: screenshot {out.relative_to(ROOT)} ({len(png)} bytes)")
+    if landed != base + page:
+        check(landed.startswith(base) and Path(site / urlsplit(landed).path[1:]).is_file(),
+              f"{page}: redirects to a page of the site ({landed})")
+    moved = f" → {landed.removeprefix(base)}" if landed != base + page else ""
+    print(f"  {page}{moved}: {info['mjx']} equations, {info['images']} images, "
+          f"{len(info['colab'])} Colab links ({time.monotonic() - t:.1f} s)", flush=True)
+
+
+def check_search(check: Checks, tab, events: Events, base: str):
+    "The search page finds the attention chapter for 'attention', without an error"
+    t = time.monotonic()
+    try:
+        events.clear()
+        goto(tab, base + "search.html?q=attention")
+        hits = evaluate(tab, SEARCH) or []
+        errors = problems_in_events(events.seen, base)
+    except Exception as e:
+        hits, errors = [], [f"{type(e).__name__}: {e}"]
+    check(not errors, "search.html: no console error or failed request: " + "; ".join(errors[:8]))
+    check(any("01_attention" in h for h in hits),
+          f"search.html: 'attention' finds the attention chapter ({len(hits)} results: {hits[:5]})")
+    print(f"  search.html?q=attention: {len(hits)} results ({time.monotonic() - t:.1f} s)",
+          flush=True)
+
+
 def main(site: Path) -> int:
-    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
-    repo_url = cfg["repository"]["url"].rstrip("/")
-    branch = cfg["repository"].get("branch", "main")
-    book_path = (cfg["repository"].get("path_to_book") or "").strip("/")
     tracked = tracked_files(ROOT)
     shots = ROOT / "_build" / "browser"
     shots.mkdir(parents=True, exist_ok=True)
-    passed, failed = 0, []
-
-    def check(ok: bool, what: str):
-        nonlocal passed
-        if ok:
-            passed += 1
-        else:
-            failed.append(what)
-        return ok
-
+    check = Checks()
     t0 = time.monotonic()
     with offline_chromium(site, width=WIDTH, height=HEIGHT) as (context, base):
         tab = context.new_page()
         tab.set_default_timeout(PAGE_TIMEOUT * 1000)
         events = Events(tab)
         for page in ["index.html"] + toc_pages(ROOT):
-            t = time.monotonic()
-            if not check((site / page).exists(), f"{page}: exists in the built site"):
-                continue
-            try:
-                events.clear()
-                landed = goto(tab, base + page)
-                info = evaluate(tab, INSPECT)
-            except Exception as e:  # a page that does not load or hangs is a failure of that page, not a crash
-                check(False, f"{page}: loads ({type(e).__name__}: {e})")
-                continue
-            errors = problems_in_events(events.seen, base)
-            check(not errors, f"{page}: no console error or failed request: " + "; ".join(errors[:8]))
-            if info["math"] or info["raw"]:
-                check(info["mathjax"] == "typeset", f"{page}: MathJax loaded ({info['mathjax']})")
-                check(not info["untypeset"] and info["mjx"] >= info["math"],
-                      f"{page}: all {info['math']} equations typeset ({info['mjx']} MathJax outputs; "
-                      f"not typeset: {info['untypeset'][:3]})")
-                check(not info["raw"], f"{page}: no raw TeX in the text: {info['raw']}")
-            check(not info["wide"], f"{page}: no code block scrolls sideways at {WIDTH} px "
-                                    f"({len(info['wide'])} do: {info['wide'][:3]})")
-            check(not info["broken"], f"{page}: every image loads ({len(info['broken'])} of {info['images']} "
-                                      f"broken: {info['broken'][:5]})")
-            if page.startswith("nbs/"):
-                nb = f"{book_path + '/' if book_path else ''}{page.removesuffix('.html')}.ipynb"
-                want = f"https://colab.research.google.com/github/{repo_url.removeprefix('https://github.com/')}" \
-                       f"/blob/{branch}/{nb}"
-                present = (nb in tracked) if tracked is not None else (ROOT / nb).exists()
-                check(bool(info["colab"]) and all(h == want for h in info["colab"]) and present,
-                      f"{page}: Colab link points at {nb} in the repository (found {info['colab'][:2]}, "
-                      f"tracked: {present})")
-            if page in SCREENSHOTS:
-                tab.evaluate("(() => { const m = document.querySelector('mjx-container[display=\"true\"]')"
-                             " || document.querySelector('mjx-container');"
-                             " if (m) m.scrollIntoView({block: 'center'}); })()")
-                time.sleep(0.5)
-                out = shots / (Path(page).stem + ".png")
-                png = tab.screenshot(path=out)
-                check(len(png) > 10_000, f"{page}: screenshot {out.relative_to(ROOT)} ({len(png)} bytes)")
-            if landed != base + page:
-                check(landed.startswith(base) and Path(site / urlsplit(landed).path[1:]).is_file(),
-                      f"{page}: redirects to a page of the site ({landed})")
-            print(f"  {page}{' → ' + landed.removeprefix(base) if landed != base + page else ''}: "
-                  f"{info['mjx']} equations, {info['images']} images, "
-                  f"{len(info['colab'])} Colab links ({time.monotonic() - t:.1f} s)", flush=True)
-
-        t = time.monotonic()
-        try:
-            events.clear()
-            goto(tab, base + "search.html?q=attention")
-            hits = evaluate(tab, SEARCH) or []
-            errors = problems_in_events(events.seen, base)
-        except Exception as e:
-            hits, errors = [], [f"{type(e).__name__}: {e}"]
-        check(not errors, "search.html: no console error or failed request: " + "; ".join(errors[:8]))
-        check(any("01_attention" in h for h in hits),
-              f"search.html: 'attention' finds the attention chapter ({len(hits)} results: {hits[:5]})")
-        print(f"  search.html?q=attention: {len(hits)} results ({time.monotonic() - t:.1f} s)", flush=True)
-
-    for f in failed:
+            check_page(check, tab, events, site, base, page, tracked, shots)
+        check_search(check, tab, events, base)
+    for f in check.failed:
         print("FAILED:", f)
-    print(f"browser check of {site} in {time.monotonic() - t0:.1f} s (screenshots in {shots.relative_to(ROOT)})")
-    print(f"{passed} passed, {len(failed)} failed")
-    return 1 if failed else 0
+    print(f"browser check of {site} in {time.monotonic() - t0:.1f} s "
+          f"(screenshots in {shots.relative_to(ROOT)})")
+    print(f"{check.passed} passed, {len(check.failed)} failed")
+    return 1 if check.failed else 0
 
 
 if __name__ == "__main__":

@@ -185,12 +185,12 @@ def test_site_offers_the_pdf(tmp_path):
 def test_ci_and_pages_build_the_pdf():
     "`make pdf` exists, CI and the pages workflow run it after `make book`, the README names it"
     assert re.search(r"^pdf:", (ROOT / "Makefile").read_text(), flags=re.M)
-    ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if not line.startswith("#")]
-    assert min(i for i, c in enumerate(ci) if "make book" in c) < min(i for i, c in enumerate(ci)
-                                                                      if "make pdf" in c)
+    ci = [c for c in (ROOT / ".ci" / "run").read_text().splitlines() if not c.startswith("#")]
+    first = lambda what: min(i for i, c in enumerate(ci) if what in c)
+    assert first("make book") < first("make pdf")
     wf = yaml.safe_load((ROOT / ".github" / "workflows" / "pages.yml").read_text())
     steps = wf["jobs"]["build"]["steps"]
     runs = [s.get("run") for s in steps]
-    upload = [i for i, s in enumerate(steps) if s.get("uses", "").startswith("actions/upload-pages")]
+    upload = [i for i, s in enumerate(steps) if "upload-pages" in s.get("uses", "")]
     assert runs.index("make book") < runs.index("make pdf") < upload[0]
     assert "make pdf" in (ROOT / "README.md").read_text()

@@ -257,7 +257,7 @@ a.pdf-self { color: inherit; }
 h1, h2, h3, h4 { break-after: avoid; }
 /* the theme's print rules: no indent of the article; code and boxes may run on to the next page */
 .bd-main .bd-content { margin-left: 0 !important; }
-div.highlight, div.literal-block-wrapper, .admonition, div.admonition { break-inside: auto !important; }
+div.highlight, div.literal-block-wrapper, .admonition { break-inside: auto !important; }
 img, svg, figure { max-width: 100% !important; height: auto; break-inside: avoid; }
 pre, pre code, .highlight pre, div.cell_output pre, .output pre {
   white-space: pre-wrap !important; overflow-wrap: anywhere; word-break: normal;
