@@ -1,7 +1,8 @@
 # txbook: two commands on a fresh machine (Python 3.11):
 #   make book   installs everything into .venv and builds the executed site into _build/html
 #   make test   installs everything into .venv and runs all the tests (the Colab simulation included)
-# and a few narrower ones: make colab (only the Colab simulation), make dist (sdist + wheel in dist/)
+# and a few narrower ones: make pdf (the whole book as one PDF, after make book), make colab (only the Colab
+# simulation), make dist (sdist + wheel in dist/)
 VENV   ?= .venv
 PYTHON ?= python3
 BIN    := $(VENV)/bin
@@ -16,7 +17,7 @@ export TXBOOK_DATA
 # The executed chapters need the notebook's inline backend: an inherited MPLBACKEND (Agg, say) would drop every figure.
 unexport MPLBACKEND
 
-.PHONY: install book test colab dist clean
+.PHONY: install book pdf test colab dist clean
 
 install: $(VENV)/.installed
 
@@ -33,12 +34,24 @@ $(VENV)/.installed: pyproject.toml
 
 # The site, every chapter executed; warnings are errors, so a chapter that fails to run or render fails.
 # Then the static checks, and every page in headless Chromium from 127.0.0.1 with no other host reachable
-# (tests/check_browser.py installs Debian's chromium with apt-get when it is missing and it runs as root).
+# (tests/check_browser.py, through tools/chromium.py, installs Debian's chromium with apt-get when it is missing
+# and it runs as root; Playwright drives that binary and never downloads a browser).
 book: install
 	$(BIN)/jupyter-book build . --all --warningiserror --keep-going
 	$(BIN)/python tests/check_site.py _build/html
 	$(BIN)/python tests/check_browser.py _build/html
 	@echo "site: _build/html/index.html"
+
+# The whole book as one PDF, printed by the same headless Chromium from the built site (make book first; it is
+# built here when missing): equations typeset, figures, code wrapped, chapters in _toc.yml's order with their
+# numbers, a contents and an outline (tools/book_pdf.py); copied into the site, where the introduction links to
+# it, then checked against the site (tests/check_pdf.py).
+pdf: install
+	@test -f _build/html/index.html || $(MAKE) book
+	$(BIN)/python tools/book_pdf.py _build/html -o _build/pdf/txbook.pdf
+	cp _build/pdf/txbook.pdf _build/html/txbook.pdf
+	$(BIN)/python tests/check_pdf.py _build/pdf/txbook.pdf --site _build/html
+	@echo "pdf: _build/pdf/txbook.pdf (and _build/html/txbook.pdf)"
 
 # Clean notebooks, package in sync with nbs/, every notebook at quick size (saved for make book), the
 # Colab simulation at smoke size (full shapes, cut budgets),

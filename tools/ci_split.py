@@ -1,10 +1,10 @@
 """Where CI's time went: the split (install, quick pass, smoke pass, the rest of the tests, book) and the ten
 slowest pages of each pass, read from pytest's JUnit XML report.
 
-    python tools/ci_split.py REPORT.xml --install S --test S --book S
+    python tools/ci_split.py REPORT.xml --install S --test S --book S --pdf S
 
-`--install/--test/--book` are the wall-clock seconds `.ci/run` measured around `make install`, `make test`
-and `make book`. Inside `make test` the report gives each test's own time; when pytest runs tests side by
+`--install/--test/--book/--pdf` are the wall-clock seconds `.ci/run` measured around `make install`,
+`make test`, `make book` and `make pdf`. Inside `make test` the report gives each test's own time; when pytest runs tests side by
 side (`-n`), the passes overlap, so their sums add up to more than the wall time, and both are printed."""
 import argparse, collections, xml.etree.ElementTree as ET
 
@@ -24,7 +24,7 @@ def read_report(path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("report")
-    for k in ("install", "test", "book"): ap.add_argument(f"--{k}", type=float, default=float("nan"))
+    for k in ("install", "test", "book", "pdf"): ap.add_argument(f"--{k}", type=float, default=float("nan"))
     a = ap.parse_args()
     rows = read_report(a.report)
     by = collections.defaultdict(float)
@@ -36,7 +36,8 @@ def main():
     for p in ("quick pass", "smoke pass (Colab simulation)", "the rest"):
         print(f"     {p:<32} {m(by[p])}")
     print(f"   make book          {m(a.book)}")
-    print(f"   total              {m(a.install + a.test + a.book)}")
+    print(f"   make pdf           {m(a.pdf)}")
+    print(f"   total              {m(a.install + a.test + a.book + a.pdf)}")
     for p in ("quick pass", "smoke pass (Colab simulation)"):
         print(f"== the ten slowest pages, {p}")
         for _, name, s in sorted((r for r in rows if r[0] == p), key=lambda r: -r[2])[:10]:
