@@ -31,15 +31,7 @@ ALLOWED = {
     ("09_heads", "indistinguishable"): "exercise: which image a digit becomes indistinguishable from (a fact "
                                        "about images, not a verdict)",
     ("10_vit", "about as much"): "arithmetic: two CNN runs would cost about as much CPU time as the ViT runs",
-    ("12_swin", "indistinguishable"): "NOT YET FIXED (issue 43, phase 2): 'none resolved ... indistinguishable "
-                                      "on Fashion-MNIST' reads not resolved as equality",
     ("13_poslabels", "no difference"): "arithmetic on the paper's tables: +1.9 matches no difference in Table 2",
-    ("14_probe", "about as much"): "NOT YET FIXED (issue 43, phase 2): 'the pixels give this probe about as "
-                                   "much as the trained token' from a not-resolved verdict",
-    ("16_table2", "change nothing that"): "NOT YET FIXED (issue 43, phase 2): 'the absolute labels change "
-                                          "nothing that five seeds resolve'",
-    ("16_table2", "change nothing resolved"): "NOT YET FIXED (issue 43, phase 2): summary, 'the absolute "
-                                              "labels change nothing resolved'",
     ("19_approx", "lands in between"): "NOT YET FIXED (issue 43, phase 2; R1 N9): 'Performer lands in "
                                        "between' with no verdict against the window",
     **{("b_stats", p): "the rule itself: appendix B quotes the phrases it forbids, and the claim words of a "

@@ -13,9 +13,9 @@ from torch import nn, Tensor
 from .losses import ModelOutput
 
 # %% auto #0
-__all__ = ['LabelKind', 'Halves', 'PAPER_TABLE1', 'PAPER_TABLE2', 'absolute_position_labels', 'relative_position_labels',
-           'absolute_position_classes', 'relative_position_classes', 'position_loss', 'APLHead', 'RPLHead',
-           'PositionLabelViT', 'PositionLabelSwin']
+__all__ = ['LabelKind', 'Halves', 'PAPER_TABLE1', 'PAPER_TABLE2', 'PAPER_TABLE3', 'absolute_position_labels',
+           'relative_position_labels', 'absolute_position_classes', 'relative_position_classes', 'position_loss',
+           'APLHead', 'RPLHead', 'PositionLabelViT', 'PositionLabelSwin']
 
 # %% ../nbs/13_poslabels.ipynb #447e1eba
 def absolute_position_labels(gh:int,  # h, rows of the patch grid
@@ -242,3 +242,14 @@ PAPER_TABLE1 = {('PE', 'none'): (58.28, 79.57), ('none', 'none'): (56.89, 76.32)
 PAPER_TABLE2 = {('PE', 'none'): (67.39, 86.88), ('none', 'none'): (66.18, 86.02),
                 ('none', 'APL'): (67.95, 87.19), ('none', 'RPL'): (68.46, 87.45),
                 ('PE', 'APL'): (68.73, 87.83), ('PE', 'RPL'): (69.11, 88.02)}
+# Table 3: five transformers, each with its own paper's position encoding: (model, labels) -> (1, 5)
+PAPER_TABLE3 = {('ViT-B', 'none'): (58.28, 79.57), ('DeiT-B', 'none'): (63.67, 83.92),
+                ('Swin-B', 'none'): (67.39, 86.88), ('MaxViT-B', 'none'): (67.20, 86.31),
+                ('NesT-B', 'none'): (67.43, 86.75),
+                ('ViT-B', 'APL'): (64.43, 83.73), ('DeiT-B', 'APL'): (66.49, 85.34),
+                ('Swin-B', 'APL'): (68.91, 87.83), ('MaxViT-B', 'APL'): (68.60, 87.56),
+                ('NesT-B', 'APL'): (68.73, 87.95),
+                ('ViT-B', 'RPL'): (63.97, 83.06), ('DeiT-B', 'RPL'): (66.85, 85.21),
+                ('Swin-B', 'RPL'): (69.11, 88.02), ('MaxViT-B', 'RPL'): (68.93, 88.58),
+                ('NesT-B', 'RPL'): (69.56, 88.67)}
+

@@ -12,7 +12,7 @@ from typing import Callable, Literal, NamedTuple, Sequence
 import torch
 from torch import Tensor
 from .perf import Stopwatch, fork_map
-from .stats import Verdict, seed_verdict
+from .stats import Verdict, Family, Claim, seed_verdict
 from .core import seed_everything
 from .data import TensorLoader
 from .vit import ViT
@@ -46,7 +46,7 @@ def make_model(pos:str, label:str, recipe:Recipe,   # the row
 # %% auto #0
 __all__ = ['Recipe', 'POSITIONS', 'LABELS', 'RECIPES', 'ROWS', 'row_name', 'make_model', 'Table1', 'topk_accuracy', 'table1',
            'show_seeds', 'controls', 'show_table', 'compare', 'table1_claims', 'load_record', 'describe_record',
-           'judge', 'read_claims']
+           'member', 'table1_family', 'judge', 'read_claims', 'show_claims']
 
 # %% ../nbs/15_table1.ipynb #49668e8d
 from .optim import WarmupCosine
@@ -167,21 +167,41 @@ def describe_record(rec:dict) -> str:
             f"{rec['date']}: seeds {rec['seeds']}, {rec['steps']} steps per run, "
             f"{rec['wall_s'] / 60:.1f} min of wall time, {rec['cpu_s'] / 60:.1f} min of CPU time.")
 
-def judge(top1:dict[str, Sequence[float]],   # row name -> top-1 per seed, every row of `ROWS`
-         ) -> dict[tuple[str, str], Verdict]:  # (claim, recipe) -> its verdict
-    "Every claim of the paper about its Table 1, in both recipes, by `compare`"
-    return {(claim, recipe): compare(top1, a, b)
-            for recipe in RECIPES for claim, a, b in table1_claims(recipe)}
+def member(claim:str,     # a claim of `table1_claims`, e.g. '(3) APL helps with one'
+           setting:str,   # the recipe (or, on Swin, the head) it is judged in
+          ) -> str:
+    "A comparison's name in a family of claims: '(3) APL helps with one [code]'"
+    return f"{claim} [{setting}]"
 
-def read_claims(vs:dict[tuple[str, str], Verdict],   # (claim, recipe or head) -> its verdict
-               ) -> dict[str, str]:                  # claim number -> what became of it
-    "Per claim number: 'holds' (every comparison better), 'fails', 'partly' or 'not resolved'"
-    out = {}
-    for num in sorted({claim[:3] for claim, _ in vs}):
-        words = [v.word for (claim, _), v in vs.items() if claim.startswith(num)]
-        if all(w == 'better' for w in words): out[num] = 'holds'
-        elif 'worse' in words: out[num] = f"fails: {words.count('worse')} of {len(words)} worse"
-        elif 'better' in words: out[num] = f"partly: {words.count('better')} of {len(words)} better"
-        else: out[num] = (f"not resolved at this budget ({len(words)} comparison"
-                          + 's' * (len(words) != 1) + ')')
-    return out
+def table1_family(name:str='Table 1 claims',   # how the sentences will name the family
+                 ) -> Family:
+    "The page's family, declared before any run: every claim of `table1_claims`, in both recipes"
+    return Family(name, [member(c, r) for r in RECIPES for c, _, _ in table1_claims(r)])
+
+def judge(top1:dict[str, Sequence[float]],   # row name -> top-1 per seed, every row of `ROWS`
+          family:Family|None=None,           # `table1_family()`, declared before the run
+         ) -> dict[tuple[str, str], Verdict]:  # (claim, recipe) -> its verdict, read alone
+    "Every claim of the paper about its Table 1, in both recipes, by `compare`; added to `family`"
+    vs = {(claim, recipe): compare(top1, a, b)
+          for recipe in RECIPES for claim, a, b in table1_claims(recipe)}
+    if family is not None:
+        for (claim, recipe), v in vs.items(): family.add(member(claim, recipe), v)
+    return vs
+
+def read_claims(family:Family,               # every comparison run (`judge`), read together
+                *, factor:str='the recipe',  # what the settings of one claim vary
+               ) -> dict[str, Claim]:        # claim -> its word and sentence
+    "Per claim, APL and RPL apart: its word from the family's Holm-corrected verdicts"
+    claims = {}
+    for m in family.members: claims.setdefault(m.rsplit(' [', 1)[0], []).append(m)
+    return {c: family.claim(ms, factor=factor) for c, ms in claims.items()}
+
+def show_claims(family:Family, *, factor:str='the recipe'):
+    "Print how many comparisons are resolved, alone and after Holm, and every claim's word"
+    fixed = family.corrected()
+    alone = sum(v.word != 'not resolved' for v in family.verdicts.values())
+    holm = sum(v.word != 'not resolved' for v in fixed.values())
+    print(f"{alone} of the family's {len(fixed)} comparisons are resolved read alone, {holm} after "
+          f"Holm's correction within the family {family.name!r}.")
+    for c, cl in read_claims(family, factor=factor).items(): print(f"  claim {c}: {cl}")
+
