@@ -110,6 +110,7 @@ def performer_attention(q:Tensor,             # (..., N, Dh) queries
         num = back * (qc @ S) + a @ vc + eps * qsum * (vsum + vc.cumsum(-2))
         den = back * (qc @ z) + a.sum(-1, keepdim=True) + eps * qsum * seen
         out.append(num / den)
+        if j0 + chunk >= N: break                       # the last chunk: no later query needs S, z
         end = muc[..., -1:, :]                          # μ after the chunk's last key
         kc_end = kc * torch.exp(tc - end)               # (..., c, m) e^(z_j - μ_end)
         S = S * torch.exp(mu_prev - end) + kc_end.mT @ vc    # (..., m, Dv)
