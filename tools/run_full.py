@@ -43,13 +43,13 @@ def commit_info() -> dict:
     if sha is None:
         return {"commit": os.environ.get("TXBOOK_COMMIT") or None,
                 "dirty": os.environ.get("TXBOOK_DIRTY", "") not in ("", "0")}
-    status = git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": sha, "dirty": bool(status)}
+    status = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results")
+    return {"commit": sha, "dirty": bool(status)}   # results/ aside: a run writes records as it goes
 
 
 
 def bench_meta(script: str, argv: list[str]) -> dict:
-    "What a bench record says about where it came from: the script, its command, commit, date and machine"
+    "What a bench record says about where it came from: script, command, commit, sources, date, machine"
     import shlex
     import torch
     sys.path.insert(0, str(ROOT))
@@ -59,9 +59,10 @@ def bench_meta(script: str, argv: list[str]) -> dict:
     if os.path.exists('/proc/cpuinfo'):
         cpu = next((l.split(':', 1)[1].strip() for l in open('/proc/cpuinfo')
                     if l.startswith('model name')), cpu)
+    from records import source_hashes                   # tools/records.py: what the command runs
     dev = default_device()
     return {'script': 'bench/' + name, 'command': 'python bench/' + name + ' ' + shlex.join(argv),
-            **commit_info(),
+            **commit_info(), 'sources': source_hashes('bench/' + name),
             'date': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
             'machine': {'cpu': cpu, 'cpu_count': os.cpu_count(), 'device': str(dev),
                         'gpu': torch.cuda.get_device_name(dev) if dev.type == 'cuda' else None,
