@@ -9,6 +9,10 @@ BIN    := $(VENV)/bin
 TORCH  ?= torch==2.13.0
 # tests/test_colab.py and tests/test_packaging.py install the same torch into their fresh venvs
 export TORCH
+# The datasets: the project's `shared/data` folder beside the repository, named to txbook.data (which never searches)
+# unless the caller chose another; without it the chapters read the download cache (tools/fetch_data.py).
+TXBOOK_DATA ?= $(wildcard $(abspath $(CURDIR)/../shared/data))
+export TXBOOK_DATA
 # The executed chapters need the notebook's inline backend: an inherited MPLBACKEND (Agg, say) would drop every figure.
 unexport MPLBACKEND
 

@@ -170,8 +170,8 @@ def main(site: Path) -> int:
         figures = re.findall(r'<img[^>]+src="[^"]*_images/[^"]+\.(?:svg|png)"', html)
         # every page draws at least one real result, except reference pages with nothing to draw: the setup
         # page, the timing and memory tools (their results are measured numbers, printed), and the checkpoint
-        # format and foreign-weights contracts (their checks are exact equalities)
-        if nb.stem not in ("a_core", "c_perf", "i_checkpoint", "l_foreign"):
+        # format and foreign-weights contracts and the shared layers (their checks are exact equalities)
+        if nb.stem not in ("a_core", "c_perf", "i_checkpoint", "l_foreign", "m_layers"):
             check(len(figures) > 0, f"{nb.stem}: figures rendered ({len(figures)} found)")
         if nb.stem[:2].isdigit() and int(nb.stem[:2]) >= 1:
             check('class="math' in html, f"{nb.stem}: typeset equations")

@@ -6,6 +6,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NBS = sorted((ROOT / "nbs").glob("*.ipynb"))
+
+# The datasets: the project keeps them in a `shared/data` folder beside the repository (README). txbook.data reads
+# the data folder from an argument or $TXBOOK_DATA, never from where it runs, so the tests name the folder here,
+# for this process, the notebook kernels and the scripts they start, unless the caller chose one. A worktree may
+# sit deeper than a clone: the repository's parents are searched, not the working directory's. Without such a
+# folder the loaders read the download cache (tools/fetch_data.py fills it; tests/test_colab.py unsets the variable).
+if not os.environ.get("TXBOOK_DATA", "").strip():
+    _shared = next((d / "shared" / "data" for d in ROOT.parents if (d / "shared" / "data").is_dir()), None)
+    if _shared is not None:
+        os.environ["TXBOOK_DATA"] = str(_shared)
 sys.path.insert(0, str(ROOT / "book" / "_ext"))  # the book's Sphinx extension
 
 # `make test` runs the suite in two pytest-xdist workers, a test file at a time (`-n 2 --dist loadfile`): the

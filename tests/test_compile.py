@@ -36,8 +36,8 @@ def _swin(**kw):
 
 
 def _seq2seq():
-    from txbook.seq2seq import Transformer
-    return Transformer(11, 13, 16, 2, depth=1, max_len=12)
+    from txbook.seq2seq import EncoderDecoder
+    return EncoderDecoder(11, 13, 16, 2, depth=1, max_len=12)
 
 
 def _mae(apl: bool):
@@ -131,3 +131,25 @@ def test_gpt_cached_step_is_one_graph():
         got = compiled(step, caches=caches)
     torch.testing.assert_close(got, want)
     assert len(caches[0]) == 7
+
+
+def test_encoder_decoder_cached_step_is_one_graph():
+    "One step of generation: the newest token against the self-attentions' caches and the memory's kept keys"
+    from txbook.mhsa import KVCache
+    seed_everything(0)
+    model = _seq2seq().eval()
+    src, prefix = torch.randint(0, 11, (2, 7)), torch.randint(0, 13, (2, 4))
+    step = torch.randint(0, 13, (2, 1))
+    with torch.no_grad():
+        memory = model.encode(src)
+        runs = []
+        for _ in range(2):                                         # one for the compiled step, one eager
+            caches, kept = ([KVCache() for _ in model.decoder.blocks] for _ in range(2))
+            model.decode(prefix, memory, caches=caches, memory_caches=kept)   # fill them eagerly
+            runs.append((caches, kept))
+        want = model.decode(step, memory, caches=runs[1][0], memory_caches=runs[1][1])
+        torch._dynamo.reset()
+        compiled = torch.compile(model.decode, fullgraph=True, backend="eager")
+        got = compiled(step, memory, caches=runs[0][0], memory_caches=runs[0][1])
+    torch.testing.assert_close(got, want)
+    assert len(runs[0][0][0]) == 5 and len(runs[0][1][0]) == 7   # self: grew by one; memory: kept

@@ -110,7 +110,7 @@ class DeviceAudit(TorchFunctionMode):
 
 
 # ------------------------------------------------------------------ the model families, small
-from txbook.seq2seq import Transformer       # noqa: E402
+from txbook.seq2seq import EncoderDecoder    # noqa: E402
 from txbook.gpt import GPT, GPTConfig     # noqa: E402
 from txbook.heads import SequenceClassifier   # noqa: E402
 from txbook.losses import default_loss   # noqa: E402
@@ -168,7 +168,7 @@ def pairs(n=8):
 
 
 def seq2seq():
-    return Transformer(7, 9, d_model=16, n_heads=2, depth=1, max_len=16)
+    return EncoderDecoder(7, 9, d_model=16, n_heads=2, depth=1, max_len=16)
 
 
 def seq2seq_data(n=8):

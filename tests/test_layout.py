@@ -6,8 +6,10 @@
 - The README's chapter table and `book/intro.md`'s give each page the label of its file name and its title.
 - Each module is written by one notebook; no chapter imports a later chapter's module; an appendix module imports
   only appendix modules.
-- CONTRIBUTING.md's table lists every module once, with its page; the import graph has no cycle, and no model
-  module reaches the training loop.
+- CONTRIBUTING.md's table lists every module once, with its page and its kind (layers, model, task, kit,
+  experiment); imports keep to the kinds: no model module imports another model module, a layers module imports
+  only layers and kit, nothing but an experiment imports an experiment; the import graph has no cycle, and no
+  layers, model or task module reaches the training loop.
 """
 import ast, json, re
 
@@ -166,13 +168,44 @@ def test_appendix_modules_import_only_the_appendix():
     assert not bad, f"appendix modules importing chapter modules: {bad}"
 
 
+KINDS = ("layers", "model", "task", "kit", "experiment")
+ROWS = re.findall(r"^\| `txbook\.(\w+)` \| `(\w+)` \| (\w+) \| .+ \|$", (ROOT / "CONTRIBUTING.md").read_text(), re.M)
+KIND = {m: k for m, _, k in ROWS}
+
+
 def test_contributing_table_lists_every_module():
-    text = (ROOT / "CONTRIBUTING.md").read_text()
-    rows = re.findall(r"^\| `txbook\.(\w+)` \| `(\w+)` \| .+ \|$", text, re.M)
-    assert sorted(m for m, _ in rows) == MODULES and len(rows) == len(MODULES), \
+    assert sorted(m for m, _, _ in ROWS) == MODULES and len(ROWS) == len(MODULES), \
         "CONTRIBUTING.md's table must list every module of txbook exactly once"
-    wrong = [(m, p) for m, p in rows if written_by(m) != {p}]
+    wrong = [(m, p) for m, p, _ in ROWS if written_by(m) != {p}]
     assert not wrong, f"CONTRIBUTING.md names the wrong page for {wrong}"
+    unknown = {m: k for m, k in KIND.items() if k not in KINDS}
+    assert not unknown, f"CONTRIBUTING.md gives modules a kind that is not one of {KINDS}: {unknown}"
+    page_of = {parse(s)["name"]: s for s in STEMS}
+    wrong = {m: k for m, k in KIND.items() if (k == "kit") != (parse(page_of[m])["letter"] is not None
+                                                              and m != "layers")}
+    assert not wrong, f"the kit is the appendix (but appendix M, which is layers), and nothing else: {wrong}"
+
+
+def _kind_edges(a: str, d: str) -> set[tuple[str, str]]:
+    return {(m, n) for m, n in EDGES if KIND.get(m) == a and KIND.get(n) == d}
+
+
+def test_no_model_module_imports_another_model_module():
+    "timm's rule: a model file imports layers, never another model; a model built on another takes it as an argument"
+    bad = sorted(_kind_edges("model", "model"))
+    assert not bad, f"model modules importing model modules (take the other model as an argument, or make the " \
+                    f"shared helper a layer in txbook.layers): {bad}"
+    assert {("mae", "vit"), ("swin", "vit"), ("poslabels", "swin")}.isdisjoint(EDGES)   # the cases that were
+
+
+def test_layers_import_only_layers_and_the_kit():
+    bad = sorted((m, d) for m, d in EDGES if KIND.get(m) == "layers" and KIND.get(d) not in ("layers", "kit"))
+    assert not bad, f"layers modules importing models, tasks or experiments: {bad}"
+
+
+def test_only_experiments_import_experiments():
+    bad = sorted((m, d) for m, d in EDGES if KIND.get(d) == "experiment" and KIND.get(m) != "experiment")
+    assert not bad, f"library modules importing an experiment (not API): {bad}"
 
 
 def _reach(m: str) -> set[str]:
@@ -189,10 +222,9 @@ def _reach(m: str) -> set[str]:
 def test_import_graph_has_no_cycle_and_models_skip_the_loop():
     cyclic = sorted(m for m in MODULES if m in _reach(m))
     assert not cyclic, f"modules on an import cycle: {cyclic}"
-    page_of = {parse(s)["name"]: s for s in STEMS}
-    models = {m for m in MODULES if parse(page_of[m])["num"]} - {"table1"}   # table1 runs fit: an experiment
-    leaks = {m: sorted(_reach(m) & LOOP) for m in models if _reach(m) & LOOP}
-    assert not leaks, f"model modules that pull in the training loop: {leaks}"
+    library = {m for m in MODULES if KIND.get(m) in ("layers", "model", "task")}   # an experiment runs fit
+    leaks = {m: sorted(_reach(m) & LOOP) for m in library if _reach(m) & LOOP}
+    assert not leaks, f"layers, model and task modules that pull in the training loop: {leaks}"
 
 
 def test_imports_parse_sees_what_modules_hold():

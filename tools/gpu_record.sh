@@ -6,9 +6,9 @@
 #                                            (default 4), render the "At full size" cells, copy the records to $OUT
 #   SIZE=smoke bash tools/gpu_record.sh run 2 01_attention b_stats   # the same on a CPU, cut budgets (tests)
 #
-# What travels: the working tree (the notebooks, txbook/, tools/), shared/data (the datasets, found by txbook.data
-# walking up from nbs/), and .whl/ (carry it). The GPU image has torch, numpy, matplotlib, einops, safetensors,
-# transformers, sacrebleu, scikit-learn and timm; the wheels add what the pages and nbclient need besides.
+# What travels: the working tree (the notebooks, txbook/, tools/), shared/data (the datasets, which `run` names
+# to txbook.data with TXBOOK_DATA), and .whl/ (carry it). The GPU image has torch, numpy, matplotlib, einops,
+# safetensors, transformers, sacrebleu, scikit-learn and timm; the wheels add what the pages and nbclient need besides.
 # A page's record is results/full/<page>.json (tools/run_full.py); the records and the rendered notebooks come back
 # as two files under $OUT: records.tar.gz and rendered.patch (apply with `git apply`).
 set -euo pipefail
@@ -45,6 +45,7 @@ run)
     export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
     python3 -m ipykernel install --user --name python3 >/dev/null
   fi
+  export TXBOOK_DATA=${TXBOOK_DATA:-$PWD/shared/data}   # the carried datasets (txbook.data does not search)
   export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 TXBOOK_COMMIT=${TXBOOK_COMMIT:-$(git rev-parse HEAD 2>/dev/null || true)}
   out=${OUT:-/tmp/txbook-gpu-record}
   mkdir -p "$out"

@@ -228,12 +228,15 @@ class DecoderBlock(nn.Module):
                                                    # to (B, H, N, M): (N, M) or (B, 1, 1, M)
                 is_causal:bool=True,               # token n sees target tokens 0..n only
                 cache:KVCache|None=None,           # the self-attention's cache
+                memory_cache:KVCache|None=None,    # the cross-attention's: the memory's keys and
+                                                   # values, kept from the first call (chapter 2)
                ) -> Tensor:                        # (B, N, D)
         check_tokens(x, self.self_attn.d_model)
         check_tokens(memory, self.self_attn.d_model, 'memory')
         def sa(h): return self.drop(self.self_attn(h, mask=mask, is_causal=is_causal,
                                                    cache=cache))
-        def ca(h): return self.drop(self.cross_attn(h, memory, mask=memory_mask))
+        def ca(h): return self.drop(self.cross_attn(h, memory, mask=memory_mask,
+                                                    cache=memory_cache))
         if self.norm_first:
             x = x + sa(self.norm1(x))
             x = x + ca(self.norm2(x))
@@ -280,10 +283,13 @@ class Decoder(nn.Module):
                 mask:Tensor|None=None,             # self-attention mask
                 memory_mask:Tensor|None=None,      # cross-attention mask, as in `DecoderBlock`
                 is_causal:bool=True,
-                caches:list[KVCache]|None=None,    # one `KVCache` per block
+                caches:list[KVCache]|None=None,    # one `KVCache` per block (self-attention)
+                memory_caches:list[KVCache]|None=None, # one per block: the memory's keys and
+                                                   # values, kept (cross-attention)
                ) -> Tensor:                        # (B, N, D)
         caches = _check_caches(caches, len(self.blocks))
-        for blk, cache in zip(self.blocks, caches):  # x changes, memory stays (see above)
+        memory_caches = _check_caches(memory_caches, len(self.blocks))
+        for blk, cache, kept in zip(self.blocks, caches, memory_caches):  # x changes, memory stays
             x = blk(x, memory, mask=mask, memory_mask=memory_mask, is_causal=is_causal,
-                    cache=cache)
+                    cache=cache, memory_cache=kept)
         return self.norm(x)

@@ -14,7 +14,7 @@ import torch
 from torch import nn, Tensor
 from safetensors import safe_open
 from safetensors.torch import save_file
-from .data import commit_file
+from .core import commit_file
 
 def rng_state(*, cuda:Literal['all', 'current']='all', # the generators of every GPU, or this one's
              ) -> dict[str, Tensor]:

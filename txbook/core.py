@@ -14,8 +14,8 @@ import torch
 
 # %% auto #0
 __all__ = ['SIZES', 'COLAB_CPU_NOTE', 'default_device', 'seed_everything', 'size_reason', 'size', 'is_quick', 'sized',
-           'size_note', 'budget_holds', 'compile_problem', 'eval_mode', 'in_colab', 'book_setup', 'BookDocRenderer',
-           'show_doc']
+           'size_note', 'budget_holds', 'compile_problem', 'eval_mode', 'commit_file', 'in_colab', 'book_setup',
+           'BookDocRenderer', 'show_doc']
 
 # %% ../nbs/a_core.ipynb #dcce9096
 def default_device() -> torch.device:
@@ -109,6 +109,20 @@ def eval_mode(model:nn.Module, # the model to evaluate
     try: yield model
     finally:
         for m, training in modes: m.train(training)
+
+# %% ../nbs/a_core.ipynb #3a0c0f02
+from pathlib import Path
+
+def commit_file(tmp:str|Path,   # a finished temporary file, in the destination's folder
+                dest:str|Path,  # the name it gets
+               ) -> Path:
+    "Make `tmp` the file `dest`: the permissions of a new file, its bytes on disk, then a rename"
+    mask = os.umask(0o022)                                # read the process's umask,
+    os.umask(mask)                                        # and put it back
+    os.chmod(tmp, 0o666 & ~mask)                          # mkstemp made it 0600
+    with open(tmp, 'rb') as f: os.fsync(f.fileno())       # the data before the name pointing to it
+    os.replace(tmp, dest)
+    return Path(dest)
 
 # %% ../nbs/a_core.ipynb #45a1e2d6
 def in_colab() -> bool:

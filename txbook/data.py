@@ -13,27 +13,30 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from .core import commit_file                   # appendix A: a file written whole
 
 # %% auto #0
 __all__ = ['SHAKESPEARE_URL', 'SHAKESPEARE_SHA256', 'MNIST_FILES', 'MNIST_URLS', 'MNIST_SHA256', 'IDX_SHA256', 'FASHION_CLASSES',
            'MNIST_MEAN', 'MNIST_STD', 'FASHION_MEAN', 'FASHION_STD', 'MNIST_STATS', 'CIFAR10_URL', 'CIFAR10_SHA256',
-           'CIFAR10_CLASSES', 'data_dir', 'cache_dir', 'file_sha256', 'commit_file', 'download', 'load_tinyshakespeare',
-           'read_idx', 'load_mnist', 'normalise', 'load_cifar10', 'random_crop', 'random_hflip', 'augment',
-           'TensorLoader', 'EpochLoader']
+           'CIFAR10_CLASSES', 'data_dir', 'cache_dir', 'file_sha256', 'download', 'load_tinyshakespeare', 'read_idx',
+           'load_mnist', 'normalise', 'load_cifar10', 'random_crop', 'random_hflip', 'augment', 'TensorLoader',
+           'EpochLoader']
 
 # %% ../nbs/e_data.ipynb #ecc739e0
-def data_dir(name:str|None=None, # a dataset folder inside the data root, e.g. 'mnist' (not checked)
+def data_dir(name:str|None=None,   # a dataset folder in the data root, e.g. 'mnist' (not checked)
+             *,
+             root:str|Path|None=None, # the data root; default: `$TXBOOK_DATA`
             ) -> Path:
-    "The data root: `$TXBOOK_DATA`, else the first `shared/data` found walking up from the cwd"
-    env = os.environ.get('TXBOOK_DATA', '').strip()
-    if env: roots = [Path(env).expanduser()]
-    else:
-        cwd = Path.cwd().resolve()
-        roots = [d / 'shared' / 'data' for d in (cwd, *cwd.parents)]
-    for r in roots:
-        if r.is_dir(): return r / name if name else r
-    where = ', '.join(map(str, roots))
-    raise FileNotFoundError(f"no data folder: looked for {where} (set TXBOOK_DATA to choose one)")
+    "The data root (`root`, else `$TXBOOK_DATA`), or the folder `name` in it; none: an error"
+    env = os.environ.get('TXBOOK_DATA', '').strip()      # blank counts as unset
+    if root is None and not env:
+        raise FileNotFoundError("no data folder: pass root= or set TXBOOK_DATA "
+                                "(the loaders then use the download cache)")
+    r = Path(env if root is None else root).expanduser()
+    if not r.is_dir():
+        raise FileNotFoundError(f"no data folder: {r} is not a folder"
+                                + (" (TXBOOK_DATA)" if root is None else ""))
+    return r / name if name else r
 
 def cache_dir(name:str, # a dataset name, e.g. 'cifar10'
              ) -> Path:
@@ -48,17 +51,6 @@ def file_sha256(path:str|Path) -> str:
     with open(path, 'rb') as f:
         for chunk in iter(lambda: f.read(1 << 20), b''): h.update(chunk)
     return h.hexdigest()
-
-def commit_file(tmp:str|Path,   # a finished temporary file, in the destination's folder
-                dest:str|Path,  # the name it gets
-               ) -> Path:
-    "Make `tmp` the file `dest`: the permissions of a new file, its bytes on disk, then a rename"
-    mask = os.umask(0o022)                                # read the process's umask,
-    os.umask(mask)                                        # and put it back
-    os.chmod(tmp, 0o666 & ~mask)                          # mkstemp made it 0600
-    with open(tmp, 'rb') as f: os.fsync(f.fileno())       # the data before the name pointing to it
-    os.replace(tmp, dest)
-    return Path(dest)
 
 def download(url:str,         # http(s):// or file:// URL
              dest:str|Path,   # where the file should end up
@@ -82,7 +74,7 @@ def download(url:str,         # http(s):// or file:// URL
 
 # %% ../nbs/e_data.ipynb #df8a0f5d
 def _locate(name:str, fname:str, urls:list[str], sha256:str, path:str|Path|None=None) -> Path:
-    "A local copy of `fname` (in `path`, else shared data, else cache), else a verified download"
+    "A local copy of `fname` (in `path`, else `data_dir`, else cache), else a verified download"
     if path is not None: dirs = [Path(path)]
     else:
         try: dirs = [data_dir(name), cache_dir(name)]

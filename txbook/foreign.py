@@ -65,7 +65,7 @@ def torch_activation(a:Callable) -> str: # `nn.GELU()`, `F.relu`, ... (PyTorch's
     raise ValueError(f"activation {a!r} is not supported; expected relu, gelu or tanh-gelu")
 
 # %% ../nbs/l_foreign.ipynb #b78601cc
-HF4_TO_5 = [(r'^vit\.encoder\.layer\.(\d+)\.', r'vit.layers.\1.'),   # old names -> 5.9's
+HF4_TO_5 = [(r'^vit\.encoder\.layer\.(\d+)\.', r'vit.layers.\1.'),   # ViT, Swin: old -> 5.9's
             (r'attention\.(attention|self)\.query\.', 'attention.q_proj.'),
             (r'attention\.(attention|self)\.key\.', 'attention.k_proj.'),
             (r'attention\.(attention|self)\.value\.', 'attention.v_proj.'),
@@ -76,7 +76,7 @@ HF4_TO_5 = [(r'^vit\.encoder\.layer\.(\d+)\.', r'vit.layers.\1.'),   # old names
             (r'((layers|blocks)\.\d+)\.output\.dense\.', r'\1.mlp.fc2.')]
 
 def rename(sd:dict[str, Tensor],             # a state dict
-           table:Sequence[tuple[str, str]]=HF4_TO_5, # (pattern, replacement), applied in order
+           table:Sequence[tuple[str, str]],  # (pattern, replacement), in order; e.g. HF4_TO_5
           ) -> dict[str, Tensor]:            # the same tensors under the new names
     "Rename every key with `re.sub` over `table`; two keys that meet on one name raise `ValueError`"
     out, came_from = {}, {}

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn, Tensor
 from .blocks import Encoder
 from .position import sincos_2d_encoding
-from .vit import ViT, patchify
+from .layers import patchify                  # appendix M
 from .poslabels import APLHead
 
 # %% auto #0
@@ -62,7 +62,8 @@ from .losses import ModelOutput
 
 class MAE(nn.Module):
     "He et al.'s masked autoencoder around a book `ViT`; with an APL head, MAE + APL"
-    def __init__(self, encoder:ViT,               # the ViT to pre-train (use pos='sincos', as MAE)
+    def __init__(self, encoder:nn.Module,         # the `ViT` (chapter 10) to pre-train
+                                                  # (use pos='sincos', as MAE)
                  *, mask_ratio:float=0.75,        # r
                  norm_pix_loss:bool=False,        # targets: pixels normalised per patch
                  dec_dim:int=64,                  # D_d, decoder width

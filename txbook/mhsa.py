@@ -30,7 +30,7 @@ def check_tokens(x:Tensor,      # the input to check
 
 # %% ../nbs/02_mhsa.ipynb #dc1b5273
 class KVCache:
-    "Keys and values one attention layer has seen so far: `append` adds a call's, returns all"
+    "Keys and values an attention layer keeps: every call's, appended, or (cross) a context's"
     def __init__(self):
         self.k: Tensor|None = None                  # (B, H, T, Dh) cached keys
         self.v: Tensor|None = None                  # (B, H, T, Dv) cached values
@@ -67,21 +67,20 @@ def _rotate_and_cache(q:Tensor,      # (B, H, N, Dh) this call's queries
                       *,
                       rope:Callable[[Tensor, int], Tensor]|None, # `rope(t, offset)`, or None
                       cache:KVCache|None,     # the keys and values of earlier calls, or None
-                      context:Tensor|None,    # cross-attention's context (refused with a cache
-                                              # and with a rope)
-                      mask:Tensor|None,       # the call's mask, checked before the cache grows
+                      context:Tensor|None,    # cross-attention's context (refused with a rope)
+                      mask:Tensor|None,       # the call's mask, checked before the cache is written
                      ) -> tuple[Tensor, Tensor, Tensor, int]: # q; k, v after the cached
                                                               # ones (B, H, T+M, ·); T
     "Check, rotate q and k at positions T.. (T = positions cached), append k and v to the cache"
-    if cache is not None and context is not None:
-        raise ValueError(f"cache is for self-attention; got a context of shape "
-                         f"{tuple(context.shape)} with a cache of {len(cache)} positions. "
-                         "Cross-attention's keys and values come from `context`: "
-                         "recompute them or keep them yourself")
     if rope is not None and context is not None:
         raise ValueError(f"rope rotates queries and keys by their positions in one sequence; got a "
                          f"context of shape {tuple(context.shape)}, whose keys sit in another. "
                          "Use a module without rope for cross-attention")
+    if context is not None:                     # cross-attention: a cache keeps the context's k, v
+        if cache is not None and not len(cache):                # the first call fills it
+            if mask is not None: check_mask(q, k, mask)         # (a refused call leaves it empty)
+            cache.append(k, v)
+        return q, k, v, 0
     T = 0 if cache is None else len(cache)                      # positions before this call
     if cache is not None and mask is not None:                  # check first: a refused call
         B, H, M, Dh = k.shape                                   # leaves the cache as it was
@@ -90,6 +89,17 @@ def _rotate_and_cache(q:Tensor,      # (B, H, N, Dh) this call's queries
         q, k = rope(q, T), rope(k, T)                           # absolute positions T..T+N-1
     if cache is not None: k, v = cache.append(k, v)             # (B, H, T+N, Dh)
     return q, k, v, T
+
+def _kept(cache:KVCache,   # a cross-attention's cache, filled by an earlier call
+          context:Tensor,  # (B, M, D) this call's context: the one the cache was filled from
+         ) -> tuple[Tensor, Tensor]: # the kept keys and values (B, H, M, ·)
+    "The keys and values a cache keeps for a context; a context of another batch or length raises"
+    B, H, M, Dh = cache.k.shape
+    if context.ndim != 3 or tuple(context.shape[:2]) != (B, M):
+        raise ValueError(f"the cache keeps the keys and values of a context of {B} x {M} tokens; "
+                         f"got a context of shape {tuple(context.shape)}. A new context needs a "
+                         "new (or reset) cache")
+    return cache.k, cache.v
 
 # %% ../nbs/02_mhsa.ipynb #e6ac77c1
 class MultiHeadAttention(nn.Module):
@@ -116,18 +126,29 @@ class MultiHeadAttention(nn.Module):
                 context:Tensor|None=None,  # (B, M, D) the sequence that answers; default `x`
                ) -> tuple[Tensor, Tensor, Tensor]: # q (B, H, N, Dh), k and v (B, H, M, Dh)
         "Queries from `x`, keys and values from `context` (default `x`), split into heads"
+        if context is not None: return (self.queries(x), *self.keys_values(context))
+        check_tokens(x, self.d_model, 'x')
+        qkv = self.to_qkv(x).unflatten(-1, (3, self.n_heads, self.d_head))  # (B, N, 3, H, Dh)
+        return qkv.permute(2, 0, 3, 1, 4).unbind(0)             # 3 x (B, H, N, Dh) views
+
+    def queries(self, x:Tensor,            # (B, N, D) the sequence that asks
+               ) -> Tensor:                # q (B, H, N, Dh), a view
+        "The queries alone: the first D rows of `to_qkv` (what cross-attention computes per call)"
         D = self.d_model
         check_tokens(x, D, 'x')
-        H, Dh = self.n_heads, self.d_head
-        if context is None:                                     # one fused matrix product
-            qkv = self.to_qkv(x).unflatten(-1, (3, H, Dh))                 # (B, N, 3, H, Dh)
-            return qkv.permute(2, 0, 3, 1, 4).unbind(0)         # 3 x (B, H, N, Dh) views
-        check_tokens(context, D, 'context')
         W, b = self.to_qkv.weight, self.to_qkv.bias
         q = F.linear(x, W[:D], None if b is None else b[:D])                       # (B, N, D)
-        kv = F.linear(context, W[D:], None if b is None else b[D:]).unflatten(-1, (2, H, Dh))
-        k, v = kv.permute(2, 0, 3, 1, 4).unbind(0)                          # 2 x (B, H, M, Dh)
-        return q.unflatten(-1, (H, Dh)).transpose(1, 2), k, v   # (B, H, ·, Dh) views
+        return q.unflatten(-1, (self.n_heads, self.d_head)).transpose(1, 2)
+
+    def keys_values(self, context:Tensor,  # (B, M, D) the sequence that answers
+                   ) -> tuple[Tensor, Tensor]: # k and v (B, H, M, Dh), views
+        "The keys and values of a context: the last 2D rows of `to_qkv`"
+        D = self.d_model
+        check_tokens(context, D, 'context')
+        W, b = self.to_qkv.weight, self.to_qkv.bias
+        kv = F.linear(context, W[D:], None if b is None else b[D:])                # (B, M, 2D)
+        kv = kv.unflatten(-1, (2, self.n_heads, self.d_head))                 # (B, M, 2, H, Dh)
+        return kv.permute(2, 0, 3, 1, 4).unbind(0)                          # 2 x (B, H, M, Dh)
 
     def merge(self, y:Tensor, # (B, H, N, Dh) per-head outputs
              ) -> Tensor:     # (B, N, D)
@@ -140,11 +161,14 @@ class MultiHeadAttention(nn.Module):
                 mask:Tensor|None=None,         # bool (True = may attend) or float (added to the
                                                # logits), broadcastable to (B, H, N, M)
                 is_causal:bool=False,          # query n sees keys up to its own position
-                cache:KVCache|None=None,       # self-attention only: attend over cached keys too
+                cache:KVCache|None=None,       # self-attention: attend over cached keys too;
+                                               # with a context: its keys and values, kept
                 return_weights:bool=False,     # also return the attention weights (B, H, N, M)
                ):                              # (B, N, D), or ((B, N, D), (B, H, N, M))
         "Project to heads, (rotate,) append to the cache, attend in every head at once, merge"
-        q, k, v = self.project(x, context)                      # (B, H, N|M, Dh)
+        if context is not None and cache is not None and len(cache):   # cross-attention, cached:
+            q, (k, v) = self.queries(x), _kept(cache, context)          # the context's k, v kept
+        else: q, k, v = self.project(x, context)                # (B, H, N|M, Dh)
         q, k, v, T = _rotate_and_cache(q, k, v, rope=self.rope, cache=cache, context=context,
                                        mask=mask)
         p = self.dropout if self.training else 0.0

@@ -11,7 +11,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from .losses import ModelOutput
-from .swin import Swin
 
 # %% auto #0
 __all__ = ['LabelKind', 'Halves', 'PAPER_TABLE1', 'PAPER_TABLE2', 'absolute_position_labels', 'relative_position_labels',
@@ -203,7 +202,9 @@ class PositionLabelViT(nn.Module):
 # %% ../nbs/13_poslabels.ipynb #ebab57dc
 class PositionLabelSwin(nn.Module):
     "A Swin with a position-label head on its last stage's tokens; its output holds λ·position loss"
-    def __init__(self, swin:Swin,                  # the classifier
+    def __init__(self, swin:nn.Module,             # a `Swin` (chapter 12), or any backbone with
+                                                   # `forward_features`, `forward_head`, `grid`
+                                                   # and `stage_grids`
                  head:APLHead|RPLHead,             # for the last stage's grid
                  *, lam:float=0.5,                 # λ, weight of the position loss (code: 0.5)
                 ):

@@ -7,16 +7,16 @@ Docs: https://txbook.github.io/txbook/nbs/seq2seq.html.md"""
 # %% ../nbs/06_seq2seq.ipynb #c2129798
 from __future__ import annotations
 import math
-from contextlib import contextmanager, nullcontext
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from .core import eval_mode
-from .mhsa import KVCache, MultiHeadAttention
+from .attention import attention_weights
+from .mhsa import KVCache
 from .blocks import Activation, Encoder, Decoder
 
 # %% auto #0
-__all__ = ['mask_special', 'static_cross_attention', 'Transformer', 'cross_attention', 'pad_batch']
+__all__ = ['mask_special', 'EncoderDecoder', 'cross_attention', 'pad_batch']
 
 # %% ../nbs/06_seq2seq.ipynb #16bdd028
 def _padding_mask(keep:Tensor|None, # (B, M) bool, True = a real token, False = PAD
@@ -62,31 +62,8 @@ def mask_special(logits:Tensor,          # (B, V) next-token logits
     ids = torch.tensor(banned, dtype=torch.long, device=logits.device)    # long even when empty
     return logits.index_fill(-1, ids, -math.inf)
 
-# %% ../nbs/06_seq2seq.ipynb #339fb1c7
-@contextmanager
-def static_cross_attention(decoder:Decoder, # its blocks' `cross_attn` read `memory`
-                           memory:Tensor,   # (B, M, D) the encoder's output, fixed while decoding
-                          ):
-    "Inside the `with` block every cross-attention projects `memory` to keys and values only once"
-    patched = []
-    try:
-        for blk in decoder.blocks:
-            attn = blk.cross_attn
-            _, k, v = attn.project(memory[:, :0], memory)              # (B, H, M, Dh), once
-            def project(x, context=None, *, attn=attn, k=k, v=v):      # per step: queries only
-                if context is not memory:
-                    raise ValueError("static_cross_attention holds the keys and values of "
-                                     "another memory; decode inside the `with` block of yours")
-                q = MultiHeadAttention.project(attn, x, x[:, :0])[0]   # (B, H, N, Dh)
-                return q, k, v
-            attn.project = project                                     # this instance only
-            patched.append(attn)
-        yield
-    finally:
-        for attn in patched: del attn.project                          # the class's method again
-
 # %% ../nbs/06_seq2seq.ipynb #bc6a7a83
-class Transformer(nn.Module):
+class EncoderDecoder(nn.Module):
     "Encoder–decoder on token ids: embeddings + positions, `Encoder`, `Decoder`, head; `generate`"
     def __init__(self, src_vocab:int,             # source vocabulary size
                  tgt_vocab:int,                   # target vocabulary size (with the start token)
@@ -132,6 +109,7 @@ class Transformer(nn.Module):
                memory:Tensor,                    # (B, M, D)
                *,
                caches:list[KVCache]|None=None,   # one per decoder block, for generation
+               memory_caches:list[KVCache]|None=None, # one per block: cross-attention's k, v, kept
                src_keep:Tensor|None=None,        # (B, M) bool, False = PAD in the source
                tgt_keep:Tensor|None=None,        # (B, T+N) bool, False = PAD (T cached first)
               ) -> Tensor:                       # logits (B, N, V)
@@ -141,7 +119,8 @@ class Transformer(nn.Module):
         B, N = tgt.shape
         mask = _padding_mask(tgt_keep, (B, offset + N), 'tgt_keep')          # (B, 1, 1, T+N)
         memory_mask = _padding_mask(src_keep, memory.shape[:2], 'src_keep')  # (B, 1, 1, M)
-        x = self.decoder(x, memory, mask=mask, memory_mask=memory_mask, caches=caches)
+        x = self.decoder(x, memory, mask=mask, memory_mask=memory_mask, caches=caches,
+                         memory_caches=memory_caches)
         return self.head(x)
 
     def forward(self, src:Tensor,                # (B, M) source ids
@@ -175,17 +154,18 @@ class Transformer(nn.Module):
         out = torch.full((B, 1), bos, dtype=torch.long, device=src.device)
         done = torch.zeros(B, dtype=torch.bool, device=src.device)     # (B,) emitted `eos`
         caches = [KVCache() for _ in self.decoder.blocks] if use_cache else None
-        with static_cross_attention(self.decoder, memory) if static_kv else nullcontext():
-            for t in range(max_new):
-                new = out[:, -1:] if use_cache else out      # the cache holds the rest
-                logits = self.decode(new, memory, caches=caches, src_keep=src_keep)[:, -1]
-                logits = mask_special(logits, banned, eos=eos, last=t == max_new - 1)   # (B, V)
-                nxt = logits.argmax(-1)                      # (B,)
-                if eos is not None:
-                    nxt = nxt.masked_fill(done, pad)         # finished sequences emit PAD
-                    done = done | (nxt == eos)
-                out = torch.cat([out, nxt[:, None]], dim=1)
-                if eos is not None and bool(done.all()): break   # every sequence has ended
+        kept = [KVCache() for _ in self.decoder.blocks] if static_kv else None   # memory's k, v
+        for t in range(max_new):
+            new = out[:, -1:] if use_cache else out          # the cache holds the rest
+            logits = self.decode(new, memory, caches=caches, memory_caches=kept,
+                                 src_keep=src_keep)[:, -1]
+            logits = mask_special(logits, banned, eos=eos, last=t == max_new - 1)   # (B, V)
+            nxt = logits.argmax(-1)                          # (B,)
+            if eos is not None:
+                nxt = nxt.masked_fill(done, pad)             # finished sequences emit PAD
+                done = done | (nxt == eos)
+            out = torch.cat([out, nxt[:, None]], dim=1)
+            if eos is not None and bool(done.all()): break   # every sequence has ended
         out = out[:, 1:]
         if out.shape[1] < max_new:                           # stopped early: fill with PAD
             out = F.pad(out, (0, max_new - out.shape[1]), value=pad)
@@ -193,7 +173,7 @@ class Transformer(nn.Module):
 
 # %% ../nbs/06_seq2seq.ipynb #010c6e6f
 @torch.no_grad()
-def cross_attention(model:Transformer,          # an encoder–decoder
+def cross_attention(model:EncoderDecoder,       # an encoder–decoder
                     src:Tensor,                 # (B, M) source ids
                     tgt_in:Tensor,              # (B, N) decoder input (teacher forcing)
                     *,
@@ -202,9 +182,9 @@ def cross_attention(model:Transformer,          # an encoder–decoder
                    ) -> Tensor:                 # (L, B, H, N, M): block, row, head, target, source
     "The cross-attention weights of every decoder block under teacher forcing, in eval mode"
     maps = []
-    def grab(mod, args, kwargs, out):                       # the same call, asked for weights
-        if kwargs.get('return_weights'): return             # (that call, hooked in its turn)
-        maps.append(mod(*args, **kwargs, return_weights=True)[1])
+    def grab(mod, args, kwargs, out):                       # the call's inputs: (x, memory), mask
+        q, k, _ = mod.project(*args)                        # (B, H, N, Dh), (B, H, M, Dh)
+        maps.append(attention_weights(q, k, kwargs.get('mask'), scale=mod.scale))
     hooks = [blk.cross_attn.register_forward_hook(grab, with_kwargs=True)
              for blk in model.decoder.blocks]
     try:

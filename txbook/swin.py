@@ -12,11 +12,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from einops import rearrange
-from .blocks import Activation
+from .blocks import Activation, LayerNorm
 from .windows import SwinBlock                   # the previous page's shifted-window block
-from .vit import PatchEmbedding, image_grid, patch_grid
 from .foreign import pair, load_into, rename, take, check_unused, hf_activation  # appendix L
-from .vit import hf_block                    # chapter 10: one Hugging Face pre-norm block
+from .foreign import HF4_TO_5            # transformers 4's tensor names -> 5.9's (ViT, Swin)
+from .layers import PatchEmbedding, image_grid, patch_grid, hf_block  # appendix M
 
 # %% auto #0
 __all__ = ['SwinInit', 'PatchMerging', 'swin_grids', 'SwinStage', 'Swin', 'swin_hf_options', 'swin_hf_state_dict']
@@ -27,7 +27,7 @@ class PatchMerging(nn.Module):
     def __init__(self, d_model:int, # D, the width before merging
                  *, norm_eps:float=1e-5):
         super().__init__()
-        self.norm = nn.LayerNorm(4 * d_model, eps=norm_eps)
+        self.norm = LayerNorm(4 * d_model, eps=norm_eps)
         self.reduction = nn.Linear(4 * d_model, 2 * d_model, bias=False)   # W_red
 
     def forward(self, x:Tensor,            # (B, h·w, D)
@@ -127,8 +127,8 @@ class Swin(nn.Module):
         self.patch_size, self.in_chans = patch_size, in_chans
         self.window, self.depths = window, tuple(depths)
         self.stage_grids(self.grid)                                     # fail early on bad sizes
-        self.patch_embed = PatchEmbedding(in_chans, d_model, patch_size)  # chapter 10
-        self.patch_norm = nn.LayerNorm(d_model)
+        self.patch_embed = PatchEmbedding(in_chans, d_model, patch_size)  # appendix M
+        self.patch_norm = LayerNorm(d_model)            # eps 1e-5, as HF's
         N = self.grid[0] * self.grid[1]
         self.pos_emb = nn.Parameter(torch.randn(1, N, d_model) * 0.02) if abs_pos else None
         self.drop = nn.Dropout(dropout)
@@ -142,7 +142,7 @@ class Swin(nn.Module):
             for s, (L, H) in enumerate(zip(depths, n_heads)))
         self.merges = nn.ModuleList(PatchMerging(d_model * 2 ** s) for s in range(len(depths) - 1))
         self.d_out = d_model * 2 ** (len(depths) - 1)                 # the last stage's width
-        self.norm = nn.LayerNorm(self.d_out, eps=norm_eps)
+        self.norm = LayerNorm(self.d_out, eps=norm_eps)
         self.head = nn.Linear(self.d_out, n_classes)
         if init == 'official': self._init_official()
 
@@ -231,7 +231,7 @@ def swin_hf_state_dict(sd:dict[str, Tensor], # a `SwinForImageClassification`'s 
                        c,                    # its config
                       ) -> dict[str, Tensor]:
     "The Hugging Face tensors under our names (conv kernel flattened, q | k | v stacked)"
-    s = {k: v for k, v in rename(sd).items()
+    s = {k: v for k, v in rename(sd, HF4_TO_5).items()
          if not k.endswith('relative_position_index')}                # a buffer we recompute
     e, conv = 'swin.embeddings.', 'swin.embeddings.patch_embeddings.projection.'
     new = {'patch_embed.proj.weight': take(s, conv + 'weight').flatten(1),   # (D, C·S·S)

@@ -152,13 +152,11 @@ def table1_claims(recipe:Recipe) -> list[tuple[str, str, str]]:
             ('(3) RPL helps with one', n('learned', 'RPL'), n('learned', 'none')),
             ('(4) APL beats RPL on a full-attention ViT', n('learned', 'APL'), n('learned', 'RPL'))]
 
-def load_record(path:str,   # under the repository's results/bench/, e.g. '15_table1/table1.json'
+def load_record(path:str|Path,  # a record, e.g. the repo's results/bench/15_table1/table1.json
                ) -> dict|None:
-    "A recorded benchmark run, read from the repository (this folder or its parent); None if absent"
-    for root in (Path.cwd(), Path.cwd().parent):
-        f = root / 'results' / 'bench' / path
-        if f.exists(): return json.loads(f.read_text())
-    return None
+    "A recorded benchmark run, read from `path`; None if there is none (a notebook on its own)"
+    path = Path(path)
+    return json.loads(path.read_text()) if path.is_file() else None
 
 def describe_record(rec:dict) -> str:
     "One sentence: which command, commit and machine made a record, and how long it ran"

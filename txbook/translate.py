@@ -7,13 +7,12 @@ Docs: https://txbook.github.io/txbook/nbs/translate.html.md"""
 # %% ../nbs/07_translate.ipynb #79aec44b
 from __future__ import annotations
 import math, random
-from contextlib import nullcontext
 from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from .mhsa import KVCache
-from .seq2seq import Transformer, mask_special, pad_batch, static_cross_attention
+from .seq2seq import EncoderDecoder, mask_special, pad_batch
 from .text import BPETokenizer
 
 # %% auto #0
@@ -69,7 +68,7 @@ def make_batch(tok:BPETokenizer, pairs:list[tuple[str, str, str]]) -> dict[str, 
     return {'src': src, 'src_keep': src_keep, 'tgt_in': tgt[:, :-1], 'tgt_out': tgt[:, 1:]}
 
 # %% ../nbs/07_translate.ipynb #e1760774
-def translation_loss(model:Transformer, batch:dict[str, Tensor], *,
+def translation_loss(model:EncoderDecoder, batch:dict[str, Tensor], *,
                      label_smoothing:float=0.0, # ε: the target puts 1-ε on the word, ε spread
                     ) -> Tensor:                # scalar: mean over the real target tokens
     "Teacher forcing: predict every target token from the source and the true tokens before it"
@@ -146,7 +145,7 @@ def _beaten(pool:list, best_logp:float, K:int, n_min:int, n_max:int, alpha:float
     return min(p[0] for p in pool) >= best_possible   # lp is monotone in n: an end is the best
 
 @torch.no_grad()
-def beam_search(model:Transformer, src:Tensor,   # (B, M) source ids
+def beam_search(model:EncoderDecoder, src:Tensor, # (B, M) source ids
                 *, beam:int,                    # K, live hypotheses per sentence
                 bos:int, eos:int, pad:int,
                 max_new:int,                    # most tokens per hypothesis, EOS included
@@ -161,7 +160,8 @@ def beam_search(model:Transformer, src:Tensor,   # (B, M) source ids
     B, K, dev = src.shape[0], beam, src.device
     memory = model.encode(src, src_keep=src_keep).repeat_interleave(K, 0)   # (B·K, M, D)
     keep = None if src_keep is None else src_keep.repeat_interleave(K, 0)
-    caches = [KVCache() for _ in model.decoder.blocks]
+    caches = [KVCache() for _ in model.decoder.blocks]         # self-attention: reordered
+    kept = [KVCache() for _ in model.decoder.blocks] if static_kv else None   # memory's k, v
     banned = [bos, pad, *suppress]                      # never emitted
     seqs = torch.full((B * K, 1), bos, dtype=torch.long, device=dev)      # live hypotheses
     logp = torch.full((B, K), -math.inf, device=dev)
@@ -169,28 +169,28 @@ def beam_search(model:Transformer, src:Tensor,   # (B, M) source ids
     pool = [[] for _ in range(B)]                       # finished (score, ids), K at most
     done = [False] * B                                  # no live hypothesis can enter the pool
     first_k = torch.arange(2 * K, device=dev) < K
-    with static_cross_attention(model.decoder, memory) if static_kv else nullcontext():
-        for t in range(max_new):
-            out = model.decode(seqs[:, -1:], memory, caches=caches, src_keep=keep)[:, -1]
-            lp = mask_special(out.float().log_softmax(-1), banned, eos=eos, last=t == max_new - 1)
-            V = lp.shape[-1]
-            total = (logp[..., None] + lp.view(B, K, V)).view(B, K * V)   # log P, every extension
-            top, cand = total.topk(2 * K, dim=-1)                         # (B, 2K), best first
-            hyp, tok = cand // V, cand % V                                # which hypothesis, token
-            ends = (tok == eos) & top.isfinite()
-            for b, j in (ends & first_k).nonzero().tolist():   # among the K best: finished
-                if done[b]: continue
-                ids = seqs[b * K + hyp[b, j], 1:].tolist() + [eos]
-                _add(pool[b], top[b, j].item() / length_penalty(len(ids), alpha, lp_form), ids, K)
-            live = (ends.long() * 2 * K + torch.arange(2 * K, device=dev)).argsort(-1)[:, :K]
-            hyp, tok, logp = hyp.gather(1, live), tok.gather(1, live), top.gather(1, live)
-            idx = (hyp + torch.arange(B, device=dev)[:, None] * K).flatten()   # (B·K,) rows
-            _reorder(caches, idx)
-            seqs = torch.cat([seqs[idx], tok.flatten()[:, None]], dim=1)
-            best = logp[:, 0].tolist()                         # the best live log P, per sentence
-            for b in range(B):
-                done[b] = done[b] or _beaten(pool[b], best[b], K, t + 2, max_new, alpha, lp_form)
-            if all(done): break
+    for t in range(max_new):
+        out = model.decode(seqs[:, -1:], memory, caches=caches, memory_caches=kept,
+                           src_keep=keep)[:, -1]
+        lp = mask_special(out.float().log_softmax(-1), banned, eos=eos, last=t == max_new - 1)
+        V = lp.shape[-1]
+        total = (logp[..., None] + lp.view(B, K, V)).view(B, K * V)   # log P, every extension
+        top, cand = total.topk(2 * K, dim=-1)                         # (B, 2K), best first
+        hyp, tok = cand // V, cand % V                                # which hypothesis, token
+        ends = (tok == eos) & top.isfinite()
+        for b, j in (ends & first_k).nonzero().tolist():   # among the K best: finished
+            if done[b]: continue
+            ids = seqs[b * K + hyp[b, j], 1:].tolist() + [eos]
+            _add(pool[b], top[b, j].item() / length_penalty(len(ids), alpha, lp_form), ids, K)
+        live = (ends.long() * 2 * K + torch.arange(2 * K, device=dev)).argsort(-1)[:, :K]
+        hyp, tok, logp = hyp.gather(1, live), tok.gather(1, live), top.gather(1, live)
+        idx = (hyp + torch.arange(B, device=dev)[:, None] * K).flatten()   # (B·K,) rows
+        _reorder(caches, idx)
+        seqs = torch.cat([seqs[idx], tok.flatten()[:, None]], dim=1)
+        best = logp[:, 0].tolist()                         # the best live log P, per sentence
+        for b in range(B):
+            done[b] = done[b] or _beaten(pool[b], best[b], K, t + 2, max_new, alpha, lp_form)
+        if all(done): break
     ids = torch.full((B, K, max_new), pad, dtype=torch.long, device=dev)
     scores = torch.full((B, K), -math.inf, device=dev)
     for b, p in enumerate(pool):
@@ -201,7 +201,7 @@ def beam_search(model:Transformer, src:Tensor,   # (B, M) source ids
 
 # %% ../nbs/07_translate.ipynb #812028a6
 @torch.no_grad()
-def sequence_scores(model:Transformer, src:Tensor, ids:Tensor, # (B, M), (B, N) hypotheses
+def sequence_scores(model:EncoderDecoder, src:Tensor, ids:Tensor, # (B, M), (B, N) hypotheses
                     *, bos:int, eos:int, pad:int, alpha:float=0.6, lp_form:LpForm='gnmt',
                     src_keep:Tensor|None=None) -> Tensor:      # (B,) log P / lp(length)
     "Rescore finished hypotheses by teacher forcing (no cache): the beam's own score, recomputed"
@@ -215,8 +215,8 @@ def sequence_scores(model:Transformer, src:Tensor, ids:Tensor, # (B, M), (B, N) 
 
 # %% ../nbs/07_translate.ipynb #d66416b7
 @torch.no_grad()
-def translate(model:Transformer, tok:BPETokenizer, texts:list[str], lang:Lang, *,
-              beam:int=1,            # 1: greedy (`Transformer.generate`); K > 1: beam search
+def translate(model:EncoderDecoder, tok:BPETokenizer, texts:list[str], lang:Lang, *,
+              beam:int=1,            # 1: greedy (`EncoderDecoder.generate`); K > 1: beam search
               alpha:float=0.6,       # length penalty exponent of beam search
               lp_form:LpForm='gnmt', # GNMT's length penalty, or the toolkits' n^α ('power')
               max_new:int|None=None, # default: the model's position table allows

@@ -16,67 +16,12 @@ from .attention import attention_weights
 from .blocks import Encoder, Activation
 from .position import LearnedPositionEmbedding, sincos_2d_encoding
 from .foreign import pair, load_into, rename, take, check_unused, hf_activation  # appendix L
+from .foreign import HF4_TO_5            # transformers 4's tensor names -> 5.9's (ViT, Swin)
+from .layers import PatchEmbedding, image_grid, patch_grid, hf_block  # appendix M
 
 # %% auto #0
-__all__ = ['Pool', 'PosKind', 'Init', 'patchify', 'unpatchify', 'PatchEmbedding', 'image_grid', 'patch_grid', 'resample_pos_emb',
-           'ViT', 'attention_maps', 'attention_rollout', 'vit_hf_options', 'hf_block', 'vit_hf_state_dict',
-           'vit_d64_l4_patch7_28', 'vit_d192_l6_patch4_28', 'vit_lite_patch4_32']
-
-# %% ../nbs/10_vit.ipynb #b8e692ff
-def patchify(x:Tensor,        # (B, C, I_h, I_w) images
-             patch_size:int,  # S, the patch side
-            ) -> Tensor:      # (B, N, C·S·S) with N = hw = (I_h/S)(I_w/S), patches row-major
-    "Cut images into non-overlapping S×S patches and flatten each one (channel, row, column order)"
-    B, C, Ih, Iw = x.shape
-    if Ih % patch_size or Iw % patch_size:
-        raise ValueError(f"image size {Ih}x{Iw} is not divisible by patch size {patch_size}")
-    return rearrange(x, 'b c (gh p1) (gw p2) -> b (gh gw) (c p1 p2)', p1=patch_size, p2=patch_size)
-
-def unpatchify(patches:Tensor,  # (B, N, C·S·S)
-               patch_size:int,  # S
-               grid:tuple[int, int], # (h, w) = (I_h/S, I_w/S), the patch grid
-              ) -> Tensor:      # (B, C, I_h, I_w)
-    "Inverse of `patchify`"
-    gh, gw = grid
-    S = patch_size
-    pattern = 'b (gh gw) (c p1 p2) -> b c (gh p1) (gw p2)'
-    return rearrange(patches, pattern, gh=gh, gw=gw, p1=S, p2=S)
-
-class PatchEmbedding(nn.Module):
-    "Patch embedding: flatten each S×S patch, map it to D features with one shared W (and bias b)"
-    def __init__(self, in_chans:int,   # C
-                 d_model:int,          # D
-                 patch_size:int,       # S
-                ):
-        super().__init__()
-        self.patch_size = patch_size
-        self.proj = nn.Linear(in_chans * patch_size ** 2, d_model)   # W (D, C·S·S) and b
-
-    def forward(self, x:Tensor) -> Tensor:   # (B, C, I_h, I_w) -> (B, N, D)
-        return self.proj(patchify(x, self.patch_size))
-
-def image_grid(img_size:int|tuple[int, int], # I_h (= I_w) or (I_h, I_w)
-               patch_size:int,               # S
-              ) -> tuple[tuple[int, int], tuple[int, int]]: # (I_h, I_w) and its grid (h, w)
-    "An image size as (I_h, I_w) and its patch grid (I_h/S, I_w/S); a side S does not divide raises"
-    Ih, Iw = pair(img_size)
-    if Ih % patch_size or Iw % patch_size:
-        raise ValueError(f"image size {Ih}x{Iw} is not divisible by patch size {patch_size}")
-    return (Ih, Iw), (Ih // patch_size, Iw // patch_size)
-
-def patch_grid(x:Tensor,      # (B, C, I_h, I_w) images
-               in_chans:int,  # C the model expects
-               patch_size:int, # S, must divide I_h and I_w
-              ) -> tuple[int, int]: # (h, w) = (I_h/S, I_w/S)
-    "Validate an image batch for a patch model; returns its patch grid (ViT and Swin share it)"
-    if x.ndim != 4:
-        raise ValueError(f"expected images (B, C, I_h, I_w), got shape {tuple(x.shape)}")
-    B, C, Ih, Iw = x.shape
-    if C != in_chans:
-        raise ValueError(f"expected {in_chans} channels, got {C} (input shape {tuple(x.shape)})")
-    if Ih % patch_size or Iw % patch_size:
-        raise ValueError(f"image size {Ih}x{Iw} is not divisible by patch size {patch_size}")
-    return Ih // patch_size, Iw // patch_size
+__all__ = ['Pool', 'PosKind', 'Init', 'resample_pos_emb', 'ViT', 'attention_maps', 'attention_rollout', 'vit_hf_options',
+           'vit_hf_state_dict', 'vit_d64_l4_patch7_28', 'vit_d192_l6_patch4_28', 'vit_lite_patch4_32']
 
 # %% ../nbs/10_vit.ipynb #0d52beea
 def resample_pos_emb(pos_emb:Tensor,          # (1, n_prefix + h·w, D) learned table
@@ -268,30 +213,11 @@ def vit_hf_options(c) -> dict:
                 activation=hf_activation(c.hidden_act))
 
 # %% ../nbs/10_vit.ipynb #f8020202
-_HF_LAYER = [('norm1', 'layernorm_before'), ('norm2', 'layernorm_after'), ('mlp.fc1', 'mlp.fc1'),
-             ('mlp.fc2', 'mlp.fc2')]          # ours, Hugging Face's (ViT and Swin blocks alike)
-
-def hf_block(s:dict[str, Tensor], # a Hugging Face state dict under transformers 5's names
-             h:str,               # the block's prefix in it, e.g. 'vit.layers.0.'
-             o:str,               # ours, e.g. 'encoder.blocks.0.'
-             attn:str,            # our attention module inside the block ('attn.' or 'attn.attn.')
-             qkv_bias:bool,       # whether q, k and v have biases
-            ) -> dict[str, Tensor]: # the block's tensors under our names
-    "One pre-norm block: q, k, v stacked into `to_qkv` (rows q | k | v), the rest copied"
-    new = {o + attn + 'to_qkv.weight': torch.cat([take(s, f'{h}attention.{n}_proj.weight')
-                                                  for n in 'qkv'])}             # (3D, D)
-    if qkv_bias: new[o + attn + 'to_qkv.bias'] = torch.cat([take(s, f'{h}attention.{n}_proj.bias')
-                                                           for n in 'qkv'])
-    for p in ('weight', 'bias'):
-        new[f'{o}{attn}to_out.{p}'] = take(s, f'{h}attention.o_proj.{p}')
-        for ours, theirs in _HF_LAYER: new[f'{o}{ours}.{p}'] = take(s, f'{h}{theirs}.{p}')
-    return new
-
 def vit_hf_state_dict(sd:dict[str, Tensor], # a `ViTForImageClassification`'s state dict
                       c,                    # its config
                      ) -> dict[str, Tensor]:
     "The Hugging Face tensors under our names (the conv kernel flattened, q | k | v stacked)"
-    s, e = rename(sd), 'vit.embeddings.'
+    s, e = rename(sd, HF4_TO_5), 'vit.embeddings.'
     new = {'patch_embed.proj.weight': take(s, e + 'patch_embeddings.projection.weight').flatten(1),
            'patch_embed.proj.bias': take(s, e + 'patch_embeddings.projection.bias'),
            'cls_token': take(s, e + 'cls_token'),

@@ -11,12 +11,12 @@ import torch.nn.functional as F
 from torch import nn, Tensor
 from einops import rearrange
 from .mhsa import MultiHeadAttention
-from .blocks import MLP, Activation
+from .blocks import MLP, Activation, LayerNorm
 from .position import RelativePositionBias
+from .layers import DropPath                 # appendix M
 
 # %% auto #0
-__all__ = ['window_partition', 'window_reverse', 'shift_regions', 'shifted_window_mask', 'WindowAttention', 'DropPath',
-           'SwinBlock']
+__all__ = ['window_partition', 'window_reverse', 'shift_regions', 'shifted_window_mask', 'WindowAttention', 'SwinBlock']
 
 # %% ../nbs/11_windows.ipynb #23b7c9bb
 def window_partition(x:Tensor,    # (B, h, w, D) feature map, h and w multiples of `window`
@@ -115,18 +115,6 @@ class WindowAttention(nn.Module):
             b = b.expand(BnW // nW, nW, self.n_heads, N, N).reshape(BnW, self.n_heads, N, N)
         return self.attn(x, mask=None if b is None else b.to(x.dtype))
 
-# %% ../nbs/11_windows.ipynb #75dfc657
-class DropPath(nn.Module):
-    "Stochastic depth: in training, zero a whole residual branch for a random subset of the samples"
-    def __init__(self, p:float=0.0): # probability of dropping the branch of a sample
-        super().__init__()
-        self.p = p
-
-    def forward(self, x:Tensor) -> Tensor:  # (B, ...) -> (B, ...)
-        if self.p == 0.0 or not self.training: return x
-        keep = torch.rand((x.shape[0],) + (1,) * (x.ndim - 1), device=x.device) >= self.p
-        return x * keep.to(x.dtype) / (1 - self.p)
-
 # %% ../nbs/11_windows.ipynb #7e0c3107
 class SwinBlock(nn.Module):
     "Swin block: pre-norm (shifted) window attention and an MLP, each inside a residual connection"
@@ -149,10 +137,10 @@ class SwinBlock(nn.Module):
             raise ValueError(f"shift {shift} must be in 0..{window - 1} (window {window})")
         self.window, self.shift = window, shift
         self._masks = {}       # (h, w, device) -> the shifted-window mask, built once
-        self.norm1 = nn.LayerNorm(d_model, eps=norm_eps)
+        self.norm1 = LayerNorm(d_model, eps=norm_eps)
         self.attn = WindowAttention(d_model, n_heads, window, qkv_bias=qkv_bias, rel_pos=rel_pos,
                                     attn_dropout=attn_dropout)
-        self.norm2 = nn.LayerNorm(d_model, eps=norm_eps)
+        self.norm2 = LayerNorm(d_model, eps=norm_eps)
         self.mlp = MLP(d_model, int(mlp_ratio * d_model), activation=activation)     # chapter 3
         self.drop, self.drop_path = nn.Dropout(dropout), DropPath(drop_path)
 
