@@ -496,7 +496,7 @@ def items_verdict(a,   # A on each test item: 1 right, 0 wrong; shape (items,) o
                   clusters=None,   # (items,) labels: items with one label were drawn together
                   alpha:float=0.05, fmt:str='.3g',
                  ) -> Verdict:
-    "Is A right on more test items than B? An exact sign-flip test over the items (McNemar's)"
+    "Is A right on more test items than B? An exact sign-flip test (McNemar's) and a t interval"
     import numpy as np
     _check_alpha(alpha)
     A, B = names
@@ -522,7 +522,9 @@ def items_verdict(a,   # A on each test item: 1 right, 0 wrong; shape (items,) o
     diff = sum(K) / (S * n)                              # A's accuracy − B's
     dev = [Ku / S - len(m) * diff for Ku, m in zip(K, members)]
     se = math.sqrt(C / (C - 1) * math.fsum(x * x for x in dev)) / n     # cluster-robust
-    p = _sign_flip_p(K)
+    p_exact = _sign_flip_p(K)
+    p_t = 2 * t_cdf(-abs(diff) / se, C - 1) if se > 0 else p_exact
+    p = max(p_exact, p_t)                       # both must resolve it: the word and the interval agree
     unit = 'items' if clusters is None else 'clusters'
     differ = sum(x != 0 for x in K)
     acc = lambda x: (float(x.mean()), float(x.mean(1).std(ddof=1)) if S > 1 else float('nan'), S)
@@ -538,18 +540,20 @@ def items_verdict(a,   # A on each test item: 1 right, 0 wrong; shape (items,) o
         return Verdict(names, *stats_a, *stats_b, 0.0, nan, nan, 1.0, 'sign-flip test over '
                        + unit, alpha, 'not resolved', text)
     word = ('better' if diff > 0 else 'worse') if p < alpha else 'not resolved'
+    t_part = f"; t over the {C} {unit}, p = {p_t:.2g}" if se > 0 else ''
     if S == 1 and clusters is None:
         wins = int(sum(x > 0 for x in K))
-        test, how = "McNemar's exact test", (f"McNemar's exact test: {wins} items only {A} gets "
-                                             f"right, {differ - wins} only {B}, p = {p:.2g}")
+        test = f"McNemar's exact test and t over {unit}"
+        how = (f"McNemar's exact test: {wins} items only {A} gets right, {differ - wins} only "
+               f"{B}, p = {p_exact:.2g}{t_part}")
     else:
-        test = f"sign-flip test over {unit}"
+        test = f"sign-flip test and t over {unit}"
         how = (f"exact sign-flip test over the {differ} {unit} where they differ"
-               + (f", {S} seeds averaged per item" if S > 1 else '') + f", p = {p:.2g}")
+               + (f", {S} seeds averaged per item" if S > 1 else '') + f", p = {p_exact:.2g}{t_part}")
     if se > 0:
         half = t_quantile(1 - alpha / 2, C - 1) * se
         low, high = diff - half, diff + half
-        ci = f"{round(100 * (1 - alpha))} % CI {low:+{fmt}} to {high:+{fmt}}, t over the {C} {unit}"
+        ci = f"{round(100 * (1 - alpha))} % CI {low:+{fmt}} to {high:+{fmt}}"
     else: low, high, ci = nan, nan, f"the same difference in every {unit[:-1]}, no interval"
     if word == 'not resolved':
         text = (f"{A} ({a_}) against {B} ({b_}) over {what}: not resolved at this budget, "
