@@ -524,7 +524,7 @@ def items_verdict(a,   # A on each test item: 1 right, 0 wrong; shape (items,) o
     se = math.sqrt(C / (C - 1) * math.fsum(x * x for x in dev)) / n     # cluster-robust
     p_exact = _sign_flip_p(K)
     p_t = 2 * t_cdf(-abs(diff) / se, C - 1) if se > 0 else p_exact
-    p = max(p_exact, p_t)                       # both must resolve it: the word and the interval agree
+    p = max(p_exact, p_t)                 # both must resolve it: the word and the interval agree
     unit = 'items' if clusters is None else 'clusters'
     differ = sum(x != 0 for x in K)
     acc = lambda x: (float(x.mean()), float(x.mean(1).std(ddof=1)) if S > 1 else float('nan'), S)
@@ -548,8 +548,10 @@ def items_verdict(a,   # A on each test item: 1 right, 0 wrong; shape (items,) o
                f"{B}, p = {p_exact:.2g}{t_part}")
     else:
         test = f"sign-flip test and t over {unit}"
-        how = (f"exact sign-flip test over the {differ} {unit} where they differ"
-               + (f", {S} seeds averaged per item" if S > 1 else '') + f", p = {p_exact:.2g}{t_part}")
+        seeds = f", {S} seeds averaged per item" if S > 1 else ''
+        where = unit if differ > 1 else unit[:-1]                       # 1 item, 1 cluster
+        how = (f"exact sign-flip test over the {differ} {where} where they differ{seeds}, "
+               f"p = {p_exact:.2g}{t_part}")
     if se > 0:
         half = t_quantile(1 - alpha / 2, C - 1) * se
         low, high = diff - half, diff + half
