@@ -160,11 +160,21 @@ def _no_shared_above(folder):
     return not any((d / "shared" / "data").exists() for d in (folder, *folder.parents))
 
 
-@pytest.mark.parametrize("path", NBS, ids=lambda p: p.stem)
-def test_chapter_runs_in_colab(colab, path):
+def execute_in_runtime(nb, folder, env: dict, kernels, timeout: int = CELL_TIMEOUT) -> None:
+    "Execute `nb` in place in a new kernel of the runtime's kernelspec `colab` (in folder `kernels`), from `folder`"
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
+    specs = KernelSpecManager(kernel_dirs=[str(kernels)])
+    km = KernelManager(kernel_name="colab", kernel_spec_manager=specs)
+    client = NotebookClient(nb, km=km, timeout=timeout, resources={"metadata": {"path": str(folder)}})
+    try: client.execute(env=env)
+    finally:
+        if km.has_kernel: km.shutdown_kernel(now=True)   # nbclient leaves a kernel it did not start
+
+
+@pytest.mark.parametrize("path", NBS, ids=lambda p: p.stem)
+def test_chapter_runs_in_colab(colab, path):
     from nbformat import read, write, NO_CONVERT
     from nbformat.v4 import new_code_cell
 
@@ -181,14 +191,10 @@ def test_chapter_runs_in_colab(colab, path):
     assert [p.name for p in work.iterdir()] == [path.name]
     nb = read(work / path.name, as_version=4)
     nb.cells.append(new_code_cell(PROBE))
-    specs = KernelSpecManager(kernel_dirs=[str(colab["kernels"])])
-    km = KernelManager(kernel_name="colab", kernel_spec_manager=specs)
-    client = NotebookClient(nb, km=km, timeout=CELL_TIMEOUT, resources={"metadata": {"path": str(work)}})
     t0 = time.time()
-    try: client.execute(env=env)
+    try: execute_in_runtime(nb, work, env, colab["kernels"])
     finally:
         write(nb, work / f"{path.stem}.executed.ipynb", version=NO_CONVERT)
-        if km.has_kernel: km.shutdown_kernel(now=True)   # nbclient leaves a kernel it did not start
     print(f"{path.name}: {time.time() - t0:.0f}s wall in the simulated Colab runtime, {SIZE} size")
     probe = json.loads("".join(o.get("text", "") for o in nb.cells[-1].outputs if o.get("name") == "stdout"))
     assert probe["colab"], "google.colab was not imported in the kernel"

@@ -58,19 +58,24 @@ def read_for_test(path):
     return text, nb, n
 
 
+def execute(nb, folder, env: dict, timeout: int = TIMEOUT) -> None:
+    "Execute `nb` in place in a new kernel of its kernelspec (`python3`), working folder `folder`, as the book does"
+    from nbclient import NotebookClient
+    client = NotebookClient(nb, timeout=timeout, allow_errors=False,
+                            kernel_name=nb.metadata.get("kernelspec", {}).get("name", "python3"),
+                            resources={"metadata": {"path": str(folder)}})
+    client.execute(env=env)
+
+
 @pytest.mark.parametrize("path", NBS, ids=lambda p: p.name)
 def test_notebook(path):
-    from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError
     text, nb, skipped = read_for_test(path)
     (EXECUTED / f"{path.stem}.key.json").unlink(missing_ok=True)   # no stale record if this run fails
     env = kernel_env()
-    client = NotebookClient(nb, timeout=TIMEOUT, allow_errors=False,
-                            kernel_name=nb.metadata.get("kernelspec", {}).get("name", "python3"),
-                            resources={"metadata": {"path": str(path.parent)}})
     t0 = time.time()
     try:
-        client.execute(env=env)
+        execute(nb, path.parent, env)
     except (CellExecutionError, CellTimeoutError) as e:
         pytest.fail(f"{path.name} failed at quick size:\n{str(e)[-6000:]}", pytrace=False)
     wall = time.time() - t0
