@@ -51,6 +51,7 @@ COLAB_PREINSTALLED = [f"numpy=={COLAB['numpy']}", "matplotlib", "ipywidgets", "i
 TORCH = os.environ.get("TORCH", "torch==2.13.0")
 sys.path.insert(0, str(ROOT / "tools"))
 from fetch_data import FILES as DATASETS   # the datasets the chapters read: name -> (file, urls, sha256)
+from notebook_kernel import log_report, run_notebook   # a kernel of its own over ipc (issue 41)
 CELL_TIMEOUT = 900
 # The last cell appended to each chapter: proof that the run was the simulated Colab one
 PROBE = """import sys, txbook, json, txbook.core
@@ -161,16 +162,9 @@ def _no_shared_above(folder):
 
 
 def execute_in_runtime(nb, folder, env: dict, kernels, timeout: int = CELL_TIMEOUT) -> None:
-    "Execute `nb` in place in a new kernel of the runtime's kernelspec `colab` (in folder `kernels`), from `folder`"
-    from jupyter_client.kernelspec import KernelSpecManager
-    from jupyter_client.manager import KernelManager
-    from nbclient import NotebookClient
-    specs = KernelSpecManager(kernel_dirs=[str(kernels)])
-    km = KernelManager(kernel_name="colab", kernel_spec_manager=specs)
-    client = NotebookClient(nb, km=km, timeout=timeout, resources={"metadata": {"path": str(folder)}})
-    try: client.execute(env=env)
-    finally:
-        if km.has_kernel: km.shutdown_kernel(now=True)   # nbclient leaves a kernel it did not start
+    """Execute `nb` in place in a new kernel of the runtime's kernelspec `colab` (in folder `kernels`), from
+    `folder`; the kernel hears no other kernel's client (tools/notebook_kernel.py, tests/test_kernels.py)"""
+    run_notebook(nb, folder, env, timeout, kernel_name="colab", kernel_dirs=[kernels])
 
 
 @pytest.mark.parametrize("path", NBS, ids=lambda p: p.stem)
@@ -196,6 +190,8 @@ def test_chapter_runs_in_colab(colab, path):
     finally:
         write(nb, work / f"{path.stem}.executed.ipynb", version=NO_CONVERT)
     print(f"{path.name}: {time.time() - t0:.0f}s wall in the simulated Colab runtime, {SIZE} size")
+    logs = log_report(path.stem, nb)
+    assert not logs, f"{path.name}: kernel log lines in the outputs (tools/notebook_kernel.py):\n{logs[-6000:]}"
     probe = json.loads("".join(o.get("text", "") for o in nb.cells[-1].outputs if o.get("name") == "stdout"))
     assert probe["colab"], "google.colab was not imported in the kernel"
     assert probe["version"] == txbook.__version__

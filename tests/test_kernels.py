@@ -37,7 +37,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-from notebook_kernel import kernel_log_lines, log_lines_in, output_texts  # noqa: E402
+from notebook_kernel import kernel_log_lines, log_lines_in, log_report, output_texts  # noqa: E402
 
 pytestmark = pytest.mark.kernels
 FLAVOURS = ("quick", "colab")   # the quick pass's way of running a notebook, the Colab simulation's
@@ -93,8 +93,21 @@ def test_log_lines_name_the_cell():
                     {"cell_type": "code", "outputs": [{"output_type": "stream", "name": "stdout", "text": "ok\n"}]},
                     {"cell_type": "code", "outputs": [{"output_type": "stream", "name": "stderr",
                                                        "text": CI_TRACEBACK}]}]}
-    assert [c for c, _ in log_lines_in(nb)] == [3] * 6
+    nb["cells"][2]["id"] = "c3"
+    assert [c for c, _ in log_lines_in(nb)] == ["cell 3 (id c3)"] * 6
+    assert log_report("a_core", nb).splitlines()[-1] == "a_core cell 3 (id c3): ValueError: DELIM not in msg_list"
     assert list(output_texts(nb["cells"][1])) == ["ok\n"]
+
+
+def test_site_check_names_page_and_cell(tmp_path):
+    "tests/check_site.py names the page and the cell of a kernel log line in the executed notebooks it reads"
+    from check_site import kernel_logs
+    cell = lambda i, text: {"cell_type": "code", "id": i, "outputs": [
+        {"output_type": "stream", "name": "stderr", "text": text}]}
+    (tmp_path / "a_core.ipynb").write_text(json.dumps({"cells": [cell("x1", "fine\n"), cell("x2", CI_TRACEBACK)]}))
+    (tmp_path / "b_stats.ipynb").write_text(json.dumps({"cells": [cell("y1", "mean 0.5\n")]}))
+    found = kernel_logs(tmp_path).splitlines()
+    assert len(found) == 6 and all(l.startswith("nbs/a_core cell 2 (id x2): ") for l in found), found
 
 
 # ----------------------------------------------------------------------- kernels from two processes at once
@@ -109,20 +122,25 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
-def force_ports(numbers: list[int]) -> None:
-    """Hand every kernel this process starts the five port numbers `numbers`, rotated by one per kernel: kernel
-    i+1's control port is kernel i's heartbeat port. The numbers are set on the kernel manager just before it
-    writes the connection file, whatever its transport; over TCP they are ports."""
+def watch_launches(numbers: list[int] | None = None) -> None:
+    """Record in LAUNCHES the connection info of every kernel this process starts, and with `numbers`, hand each
+    kernel those five port numbers, rotated by one per kernel: kernel i+1's control port is kernel i's heartbeat
+    port. The numbers are set on the kernel manager just before it writes the connection file, whatever its
+    transport; over TCP they are ports."""
     from jupyter_client.connect import ConnectionFileMixin
     write, count = ConnectionFileMixin.write_connection_file, iter(range(10 ** 6))
 
     def forced(self, **kw):
-        if not getattr(self, "_connection_file_written", False):
+        if numbers and not getattr(self, "_connection_file_written", False):
             i = next(count) % len(numbers)
             for name, port in zip(PORT_NAMES, numbers[i:] + numbers[:i]):
                 setattr(self, name, port)
-        return write(self, **kw)
+        write(self, **kw)
+        LAUNCHES.append({"transport": self.transport, "ip": self.ip, "ports": [getattr(self, n) for n in PORT_NAMES]})
     ConnectionFileMixin.write_connection_file = forced
+
+
+LAUNCHES: list[dict] = []   # the connection info each forced launch of this process wrote
 
 
 def _runner(flavour: str, folder: Path):
@@ -147,7 +165,7 @@ def check_kernel(nb, token: str, error: BaseException | None) -> dict:
     stdout = ["".join(o.get("text", "") for o in c.get("outputs", []) if o.get("name") == "stdout") for c in nb.cells]
     texts = "".join(t for c in nb.cells for t in output_texts(c))
     others = sorted(set(re.findall(r"(?:quick|colab)-\d+-\d+", texts)) - {token})
-    log = [f"cell {c}: {line}" for c, line in log_lines_in(nb)]
+    log = [f"{c}: {line}" for c, line in log_lines_in(nb)]
     unexpected = [t for c in nb.cells for t in output_texts(c) if not kernel_log_lines(t)
                   and t not in (token + "\n", token + " done\n")]
     died = error is not None and ("died" in str(error).lower() or type(error).__name__ == "DeadKernelError")
@@ -160,8 +178,7 @@ def worker(flavour: str, n: int, ports: list[int] | None, folder: Path) -> dict:
     "Run `n` probe notebooks one after another, the way `flavour` runs chapters; what went wrong with each"
     from jupyter_client.channels import HBChannel
     from nbformat.v4 import new_code_cell, new_notebook
-    if ports:
-        force_ports(ports)
+    watch_launches(ports)
     folder = folder / flavour
     folder.mkdir(parents=True)
     run, env = _runner(flavour, folder)
@@ -180,7 +197,8 @@ def worker(flavour: str, n: int, ports: list[int] | None, folder: Path) -> dict:
             error = e
         kernels.append(check_kernel(nb, token, error))
     clients = [t.address for t in threading.enumerate() if isinstance(t, HBChannel) and t.is_alive()]
-    return {"flavour": flavour, "kernels": kernels, "open clients": clients, "seconds": round(time.time() - t0, 1)}
+    return {"flavour": flavour, "kernels": kernels, "open clients": clients, "launches": LAUNCHES,
+            "seconds": round(time.time() - t0, 1)}
 
 
 def run_pair(folder: Path, n: int, forced: bool = True) -> dict:
@@ -195,7 +213,11 @@ def run_pair(folder: Path, n: int, forced: bool = True) -> dict:
         assert p.returncode == 0, f"the {f} process failed:\n{err[-4000:]}"
         reports[f] = json.loads(out.strip().splitlines()[-1])
     ks = [k for r in reports.values() for k in r["kernels"]]
+    if forced:   # the numbers were handed out as planned: the same five to every launch, in both processes
+        launches = [l for r in reports.values() for l in r["launches"]]
+        assert len(launches) == len(ks) and all(sorted(l["ports"]) == sorted(ports) for l in launches), launches
     counts = {"kernels": len(ks), "ports": "forced" if forced else "random",
+              "transport": sorted({l["transport"] for r in reports.values() for l in r["launches"]}),
               **{p: sum(bool(k[p]) for k in ks) for p in PROBLEMS[:-1]},
               "log lines": sum(len(k["log"]) for k in ks),
               "open clients": sum(len(r["open clients"]) for r in reports.values()),

@@ -13,7 +13,7 @@ does, cells flagged with one of `tst_flags` (pyproject.toml, `#| notest`) are sk
 cell is not reused by the book, which runs all of it. Sizes: quick, as under `nbdev-test` (no GPU here; on a
 machine with a CUDA GPU the pass sets `TXBOOK_SIZE=quick` unless the caller chose a size).
 """
-import json, os, time, tomllib
+import json, os, sys, time, tomllib
 from unittest import mock
 
 import pytest
@@ -21,6 +21,8 @@ import yaml
 from conftest import NBS, ROOT, kernel_threads
 
 from txbook_book import EXECUTED, execution_key, parse_directives, read_nbdev, save_executed
+sys.path.insert(0, str(ROOT / "tools"))
+from notebook_kernel import log_report, run_notebook  # noqa: E402
 
 TIMEOUT = yaml.safe_load((ROOT / "_config.yml").read_text())["execute"]["timeout"]   # the book's
 TST_FLAGS = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["nbdev"].get("tst_flags", "").split())
@@ -59,12 +61,10 @@ def read_for_test(path):
 
 
 def execute(nb, folder, env: dict, timeout: int = TIMEOUT) -> None:
-    "Execute `nb` in place in a new kernel of its kernelspec (`python3`), working folder `folder`, as the book does"
-    from nbclient import NotebookClient
-    client = NotebookClient(nb, timeout=timeout, allow_errors=False,
-                            kernel_name=nb.metadata.get("kernelspec", {}).get("name", "python3"),
-                            resources={"metadata": {"path": str(folder)}})
-    client.execute(env=env)
+    """Execute `nb` in place in a new kernel of its kernelspec (`python3`), working folder `folder`, as the book
+    does; the kernel hears no other kernel's client (tools/notebook_kernel.py, tests/test_kernels.py)"""
+    run_notebook(nb, folder, env, timeout, kernel_name=nb.metadata.get("kernelspec", {}).get("name", "python3"),
+                 allow_errors=False)
 
 
 @pytest.mark.parametrize("path", NBS, ids=lambda p: p.name)
@@ -79,6 +79,10 @@ def test_notebook(path):
     except (CellExecutionError, CellTimeoutError) as e:
         pytest.fail(f"{path.name} failed at quick size:\n{str(e)[-6000:]}", pytrace=False)
     wall = time.time() - t0
+    logs = log_report(path.stem, nb)   # what the kernel's machinery wrote into a cell: never part of a page
+    if logs:
+        pytest.fail(f"{path.name}: kernel log lines in the outputs (tools/notebook_kernel.py):\n{logs[-6000:]}",
+                    pytrace=False)
     key = {**execution_key(text, ROOT, size_note_in(env)), "reusable": skipped == 0,
            "seconds": round(wall, 1)}
     save_executed(nb, path.stem, key)
