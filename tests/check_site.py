@@ -2,8 +2,9 @@
 
 Per chapter: Colab button, no nbdev plumbing, figures and typeset equations where expected, exercises.
 Whole site: MathJax shipped with the site (no CDN, nothing loaded from another host), no absolute machine
-path in any output or page, no kernel log line in any output (named by page and cell), no empty figure, and every link nbdev writes into the package leads to a page
-(tests/test_site_links.py). tests/check_browser.py then loads the pages in Chromium.
+path in any output or page, no kernel log line in any output (named by page and cell), no empty figure, and
+every link nbdev writes into the package leads to a page (tests/test_site_links.py). tests/check_browser.py
+then loads the pages in Chromium.
 
 usage: python tests/check_site.py [_build/html]   — prints one line per failed check and 'N passed, N failed'.
 """

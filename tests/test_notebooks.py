@@ -3,9 +3,11 @@
 Its assertions are the package's unit tests. Each chapter is read with the book's reader (nbdev directives
 become cell tags, `#| eval: false` cells are skipped), executed by nbclient in a Jupyter kernel (`python3`,
 working folder `nbs/`, the book's cell timeout, no `allow_errors`), the way myst-nb executes it in
-`make book`. The executed notebook is saved in `_build/executed/<stem>.ipynb` with a key (hashes of the
-notebook and of `txbook/`, and the chapter's size line); `make book` shows those outputs instead of running
-the chapter again when the key still matches (book/_ext/txbook_book.py, `read_book`).
+`make book`; the kernel runs over `ipc` in a folder of its own (tools/notebook_kernel.py), and a kernel log
+line in any output fails the chapter, naming the cell. The executed notebook is saved in
+`_build/executed/<stem>.ipynb` with a key (hashes of the notebook and of `txbook/`, and the chapter's size
+line); `make book` shows those outputs instead of running the chapter again when the key still matches
+(book/_ext/txbook_book.py, `read_book`).
 
 What differs from `nbdev-test` (still the developer's one-notebook command): a real kernel instead of nbdev's
 in-process shell, and `IN_TEST` is not set, so `fit` draws its progress bars as on the site. As `nbdev-test`

@@ -9,7 +9,9 @@ processes that launch at the same moment can be handed the same port (the later 
 `kernel_info`, or a client talks to the other's kernel), and a client left open keeps pinging its ended kernel's
 heartbeat port until a later kernel binds that port for its control socket and logs every ping into a cell
 (`ValueError: DELIM not in msg_list`: issue 41). A socket file in a folder no other kernel uses can be neither.
-tests/test_kernels.py forces both TCP hazards and checks that none reaches these kernels.
+tests/test_kernels.py forces both TCP hazards and checks that none reaches these kernels. `make book` leaves
+myst-nb its own TCP kernels (no setting reaches its kernel manager): they run after `make test`, one at a time
+in one process, and nbclient, which makes each, closes each client.
 
 `kernel_log_lines(text)` finds what the Jupyter machinery (the kernel, its messaging, zmq) logged in one
 output's text, `log_lines_in(nb)` in every output of an executed notebook: the quick pass and the book's page
