@@ -62,6 +62,9 @@ SIZE = "smoke"   # the size the simulated runtime runs the chapters at (a Colab 
 
 
 def _run(*args, **kw):
+    # no PYTHONPATH (a developer's, pointing at this tree): the fresh venv must see only what it holds, and
+    # `python -m build` leaves txbook.egg-info in the tree, which pip freeze would list as installed
+    kw.setdefault("env", {k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     r = subprocess.run([str(a) for a in args], capture_output=True, text=True, **kw)
     assert r.returncode == 0, f"{' '.join(map(str, args))} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     return r.stdout
