@@ -99,16 +99,14 @@ def chapters(names) -> list[Path]:
 def execute(path: Path, results_file: Path, size: str, timeout: int, executed: Path | None) -> dict:
     "Execute one notebook in this process; returns {'status', 'wall_s', 'error'}"
     import nbformat
-    from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError
+    from notebook_kernel import run_notebook   # a kernel of its own over ipc: --jobs N start N at once
     os.environ.update(TXBOOK_SIZE=size, TXBOOK_RESULTS=str(results_file))
     for k in ("TXBOOK_QUICK", "IN_TEST"): os.environ.pop(k, None)
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
     t0, status, error = time.time(), "ok", None
     try:
-        client.execute()
+        run_notebook(nb, path.parent, dict(os.environ), timeout, kernel_name="python3")
     except CellTimeoutError as e:
         status, error = "timeout", str(e)[-2000:]
     except CellExecutionError as e:
