@@ -44,10 +44,12 @@ from conftest import NBS, ROOT, kernel_threads
 COLAB = {"Python": "3.13", "torch": "2.11", "transformers": "5.15", "numpy": "2.1.3", "fastcore": "2.2.12"}
 # What a Colab runtime preinstalls that the chapters (and tests/test_loaders.py: pytest) use, besides torch, at
 # Colab's versions where COLAB has them. Colab has many more (pandas, tqdm, ...: no chapter imports them; add
-# any a chapter starts to need). txbook's own dependencies einops and fastprogress (and safetensors, here only
+# any a chapter starts to need; appendix B's cross-checks need SciPy, which scikit-learn brings, and statsmodels,
+# both in Colab's image). txbook's own dependencies einops and fastprogress (and safetensors, here only
 # through transformers) are left out on purpose: the first cell's pip install must bring them.
 COLAB_PREINSTALLED = [f"numpy=={COLAB['numpy']}", "matplotlib", "ipywidgets", "ipykernel", "scikit-learn",
-                      f"transformers~={COLAB['transformers']}.0", f"fastcore=={COLAB['fastcore']}", "pytest"]
+                      "statsmodels", f"transformers~={COLAB['transformers']}.0",
+                      f"fastcore=={COLAB['fastcore']}", "pytest"]
 TORCH = os.environ.get("TORCH", "torch==2.13.0")
 sys.path.insert(0, str(ROOT / "tools"))
 from fetch_data import FILES as DATASETS   # the datasets the chapters read: name -> (file, urls, sha256)
