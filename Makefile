@@ -1,8 +1,8 @@
 # txbook: two commands on a fresh machine (Python 3.11):
 #   make book   installs everything into .venv and builds the executed site into _build/html
 #   make test   installs everything into .venv and runs all the tests (the Colab simulation included)
-# and a few narrower ones: make pdf (the whole book as one PDF, after make book), make colab (only the Colab
-# simulation), make dist (sdist + wheel in dist/)
+# and a few narrower ones: make fast (the tests that run in seconds, under a minute in all), make pdf (the whole
+# book as one PDF, after make book), make colab (only the Colab simulation), make dist (sdist + wheel in dist/)
 VENV   ?= .venv
 PYTHON ?= python3
 BIN    := $(VENV)/bin
@@ -17,7 +17,7 @@ export TXBOOK_DATA
 # The executed chapters need the notebook's inline backend: an inherited MPLBACKEND (Agg, say) would drop every figure.
 unexport MPLBACKEND
 
-.PHONY: install book pdf test colab dist clean
+.PHONY: install book pdf test fast colab dist clean
 
 install: $(VENV)/.installed
 
@@ -58,6 +58,11 @@ pdf: install
 # the packaging checks, and the rest of the pytest suite; in two workers, a file at a time (tests/conftest.py).
 test: install
 	$(BIN)/python -m pytest -n 2 --dist loadfile
+
+# The fast path, for a change to the package or the tools: every test not marked slow (no notebook executions, no
+# fresh venvs or wheels, no torchrun jobs, no site build; pyproject.toml lists the markers), in under a minute
+fast: install
+	$(BIN)/python -m pytest -m "not slow" -q
 
 # Every chapter in a simulated fresh Colab runtime, from the wheel (also part of `make test`)
 colab: install

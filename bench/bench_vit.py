@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Train a ViT from scratch at full size on MNIST, Fashion-MNIST or CIFAR-10 and report test accuracy, wall time and images/s.
+"""Train a ViT from scratch at full size on MNIST, Fashion-MNIST or CIFAR-10 and report test accuracy, wall time and
+images/s.
 
 usage: python bench/bench_vit.py --dataset {mnist,fashion-mnist,cifar10} [--epochs E] [--train-limit N]
                                  [--batch-size B] [--lr LR] [--device DEV] [--threads T] [--cifar-path P] [--json OUT]
@@ -80,7 +81,8 @@ def main():
 
     (xtr, ytr), (xte, yte) = load(a.dataset, a.cifar_path)
     if a.train_limit is not None:
-        if not 0 < a.train_limit <= len(xtr): raise SystemExit(f"--train-limit must be in 1..{len(xtr)}, got {a.train_limit}")
+        if not 0 < a.train_limit <= len(xtr):
+            raise SystemExit(f"--train-limit must be in 1..{len(xtr)}, got {a.train_limit}")
         xtr, ytr = xtr[:a.train_limit], ytr[:a.train_limit]
     if a.test_limit is not None:
         if not 0 < a.test_limit <= len(xte):
@@ -118,7 +120,8 @@ def main():
         sync()
     wall, eval_s = train_sw.wall, eval_sw.wall
     n_seen = epochs * len(train_dl) * train_dl.batch_size   # global: every process sees its share of these
-    res = dict(dataset=a.dataset, device=str(device), gpu=torch.cuda.get_device_name() if device.type == 'cuda' else None,
+    res = dict(dataset=a.dataset, device=str(device),
+               gpu=torch.cuda.get_device_name() if device.type == 'cuda' else None,
                world_size=world, global_batch_size=train_dl.batch_size, accum_steps=a.accum_steps, compile=a.compile,
                epochs=epochs, train_images=len(xtr), params=n_params, test_accuracy=acc, wall_s=wall,
                eval_each_epoch=a.eval_each_epoch, train_images_per_s=n_seen / wall,

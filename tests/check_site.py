@@ -71,7 +71,8 @@ def _is_spine(g) -> bool:
     if len(paths) != 1:
         return False
     d, style = paths[0].get("d", ""), paths[0].get("style", "")
-    return d.count("M") == 1 and d.count("L") == 1 and "z" not in d and "fill: none" in style.replace("fill:none", "fill: none")
+    return (d.count("M") == 1 and d.count("L") == 1 and "z" not in d
+            and "fill: none" in style.replace("fill:none", "fill: none"))
 
 
 def _axes_has_data(ax) -> bool:

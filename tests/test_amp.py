@@ -4,13 +4,13 @@ On a GPU `fit` autocasts to bfloat16 (Ampere and newer) or to float16 with loss 
 T4); no GPU runs these tests, but autocast and PyTorch's GradScaler also run on the CPU, so this is where an
 exception, a non-finite value or a loss far from float32's in the book's own modules shows, and where the
 scaler's wiring in `fit` is exercised. Its limit: CPU autocast casts the inputs of
-`scaled_dot_product_attention` itself, so a float32 mask passed to 16-bit attention would pass here. Each model takes two optimiser steps on random data at each
+`scaled_dot_product_attention` itself, so a float32 mask passed to 16-bit attention would pass here. Each model takes
+two optimiser steps on random data at each
 precision; the losses must be finite, the weights must change and stay finite, and the first 16-bit loss
 must be close to the float32 one (the same weights, the same batch).
 """
 import pytest
 import torch
-import torch.nn.functional as F
 
 from txbook.core import seed_everything
 from txbook.data import TensorLoader

@@ -10,6 +10,7 @@ import os, subprocess, sys
 from pathlib import Path
 
 import pytest
+pytestmark = pytest.mark.slow   # runs the bench scripts: not in the fast path (`pytest -m "not slow"`)
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / 'shared' / 'data'

@@ -34,7 +34,7 @@ command, a clean commit that exists) and lists the source files its command runs
 import importlib.util, json, math, os, re, shlex, subprocess, sys
 
 import pytest
-from conftest import NBS, ROOT
+from helpers import NBS, ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
 from records import at_commit, changes, source_files, source_hashes  # noqa: E402
@@ -144,6 +144,7 @@ def test_record_sources_are_its_commits(path):
         f"{rel_id(path)}: its sources are not the files its commit {rec['commit'][:9]} would list"
 
 
+@pytest.mark.slow   # a Python process importing torch per script
 @pytest.mark.parametrize("script", sorted({json.loads(p.read_text())["script"] for p in ALL}))
 def test_source_files_cover_what_python_imports(script):
     "Importing the script loads no txbook or bench/ module that its computed list leaves out"
@@ -205,6 +206,7 @@ def test_the_table1_record_has_the_pages_rows():
     ("bench/bench_poslabels.py", ["--n-train", "64", "--n-test", "64", "--epochs", "1", "--seeds", "2",
                                   "--batch-size", "32", "--workers", "2"]),
 ], ids=["swin-table2", "swin-ablation", "poslabels"])
+@pytest.mark.slow   # runs the bench scripts
 def test_the_scripts_write_records(script, args, tmp_path):
     if not DATA.is_dir():
         pytest.skip(f"needs the datasets in {DATA}")

@@ -3,7 +3,7 @@ import json
 
 import nbformat
 import pytest
-from conftest import NBS, ROOT
+from helpers import NBS, ROOT
 from txbook_book import directive_tags, parse_directives, read_nbdev
 
 
@@ -153,7 +153,7 @@ def test_machine_paths():
 
 def test_anchor_names_match_nbdev_symbol_index():
     "The ids the extension gives exported cells are the anchors of every symbol in txbook/_modidx.py"
-    from txbook_book import defined_names, doc_anchor
+    from txbook_book import doc_anchor
     ns = {}
     exec((ROOT / "txbook" / "_modidx.py").read_text(), ns)
     indexed = {loc for syms in ns["d"]["syms"].values() for loc, _ in syms.values()}  # 'attention.html#attention'

@@ -38,10 +38,10 @@ from pathlib import Path
 
 import pytest
 import txbook
-from conftest import NBS, ROOT, kernel_threads
+from helpers import COLAB, NBS, ROOT, execute_in_runtime, fresh_venv, kernel_threads
+from helpers import run_without_pythonpath as _run
 
-# Colab's runtime (the versions the README states): Python and torch are what this machine has (see above)
-COLAB = {"Python": "3.13", "torch": "2.11", "transformers": "5.15", "numpy": "2.1.3", "fastcore": "2.2.12"}
+# Colab's runtime: COLAB (tests/helpers.py; the versions the README states)
 # What a Colab runtime preinstalls that the chapters (and tests/test_loaders.py: pytest) use, besides torch, at
 # Colab's versions where COLAB has them. Colab has many more (pandas, tqdm, ...: no chapter imports them; add
 # any a chapter starts to need; appendix B's cross-checks need SciPy, which scikit-learn brings, and statsmodels,
@@ -50,11 +50,11 @@ COLAB = {"Python": "3.13", "torch": "2.11", "transformers": "5.15", "numpy": "2.
 COLAB_PREINSTALLED = [f"numpy=={COLAB['numpy']}", "matplotlib", "ipywidgets", "ipykernel", "scikit-learn",
                       "statsmodels", f"transformers~={COLAB['transformers']}.0",
                       f"fastcore=={COLAB['fastcore']}", "pytest"]
-TORCH = os.environ.get("TORCH", "torch==2.13.0")
 sys.path.insert(0, str(ROOT / "tools"))
 from fetch_data import FILES as DATASETS   # the datasets the chapters read: name -> (file, urls, sha256)
-from notebook_kernel import log_report, run_notebook   # a kernel of its own over ipc (issue 41)
-CELL_TIMEOUT = 900
+from notebook_kernel import log_report   # a kernel of its own over ipc (issue 41)
+# builds a wheel and a fresh venv, executes every notebook: not in the fast path (`pytest -m "not slow"`)
+pytestmark = pytest.mark.slow
 # The last cell appended to each chapter: proof that the run was the simulated Colab one
 PROBE = """import sys, txbook, json, txbook.core
 print(json.dumps({'colab': 'google.colab' in sys.modules, 'txbook': txbook.__file__,
@@ -63,37 +63,8 @@ print(json.dumps({'colab': 'google.colab' in sys.modules, 'txbook': txbook.__fil
 SIZE = "smoke"   # the size the simulated runtime runs the chapters at (a Colab GPU reader's: full)
 
 
-def _run(*args, **kw):
-    # no PYTHONPATH (a developer's, pointing at this tree): the fresh venv must see only what it holds, and
-    # `python -m build` leaves txbook.egg-info in the tree, which pip freeze would list as installed
-    kw.setdefault("env", {k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
-    r = subprocess.run([str(a) for a in args], capture_output=True, text=True, **kw)
-    assert r.returncode == 0, f"{' '.join(map(str, args))} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-    return r.stdout
-
-
 def _freeze(py):
     return {l.split("==")[0].lower() for l in _run(py, "-m", "pip", "freeze", "--all").split() if "==" in l}
-
-
-def fresh_venv(path, tmp_path_factory):
-    """A new venv at `path` holding torch (`$TORCH`) and nothing else but pip; returns its python.
-
-    Installing torch takes minutes, so one torch-only venv per test session is shared, read-only, through
-    a .pth file: pip and Python see torch and its dependencies as installed in the new venv, and anything
-    installed later goes into the new venv's own site-packages, which comes first on sys.path."""
-    base = tmp_path_factory.getbasetemp() / "torch-only-venv"
-    if not (base / "ok").exists():
-        shutil.rmtree(base, ignore_errors=True)
-        _run(sys.executable, "-m", "venv", base)
-        _run(base / "bin" / "python", "-m", "pip", "install", "-q", TORCH)
-        (base / "ok").touch()
-    _run(sys.executable, "-m", "venv", path)
-    py = Path(path) / "bin" / "python"
-    _run(py, "-m", "pip", "install", "-q", "--upgrade", "pip")
-    site = lambda p: Path(_run(p, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip())
-    (site(py) / "_torch_only_venv.pth").write_text(f"{site(base / 'bin' / 'python')}\n")
-    return py
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +104,8 @@ def colab(tmp_path_factory):
                         "HF_HUB_CACHE") and not k.startswith("PYTEST_")}
     # the reader's own download folder, named as they like (not `txbook`): the chapters must not care
     cache = base / "my-datasets"
-    env.update(TXBOOK_SIZE=SIZE, TXBOOK_CACHE=str(cache), HOME=str(home), IPYTHONDIR=str(ipython), HF_HUB_OFFLINE="1", HF_HOME=str(base / "hf"),
+    env.update(TXBOOK_SIZE=SIZE, TXBOOK_CACHE=str(cache), HOME=str(home), IPYTHONDIR=str(ipython), HF_HUB_OFFLINE="1",
+               HF_HOME=str(base / "hf"),
                PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
                PIP_FIND_LINKS=" ".join([str(wheels)] + os.environ.get("PIP_FIND_LINKS", "").split()),
                # keep pip's cache outside the fresh HOME: the registry downloads are not what is tested
@@ -164,12 +136,6 @@ def _prefill_cache(cache, sources):
 
 def _no_shared_above(folder):
     return not any((d / "shared" / "data").exists() for d in (folder, *folder.parents))
-
-
-def execute_in_runtime(nb, folder, env: dict, kernels, timeout: int = CELL_TIMEOUT) -> None:
-    """Execute `nb` in place in a new kernel of the runtime's kernelspec `colab` (in folder `kernels`), from
-    `folder`; the kernel hears no other kernel's client (tools/notebook_kernel.py, tests/test_kernels.py)"""
-    run_notebook(nb, folder, env, timeout, kernel_name="colab", kernel_dirs=[kernels])
 
 
 @pytest.mark.parametrize("path", NBS, ids=lambda p: p.stem)

@@ -8,9 +8,9 @@ also give the eager forward's numbers.
 """
 import pytest
 import torch
-from torch import nn
 
 from txbook.core import seed_everything
+pytestmark = pytest.mark.slow   # torch.compile: seconds a test: not in the fast path (`pytest -m "not slow"`)
 
 
 def _gpt():

@@ -44,7 +44,6 @@ from txbook.perf import Stopwatch
 from txbook.data import TensorLoader
 from txbook.checkpoint import Checkpoint
 from txbook.distributed import TorchLoader, rank_world, shard
-from txbook.losses import default_loss
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 from txbook.optim import WarmupCosine, warmup_cosine
@@ -285,6 +284,7 @@ def test_plain_fit_is_the_plain_loop():
     assert hist['loss'] == losses
 
 
+@pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_accumulation_equals_bigger_batch(single):
     "(c): batches of b with accum_steps=2 give the update of batches of 2b"
     big, h_big = single
@@ -319,6 +319,7 @@ def test_compile_skipped_without_compiler(monkeypatch, capsys):
         assert torch.equal(a, b)
 
 
+@pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_compile_runs_one_graph_for_every_batch_size(monkeypatch):
     "compile=True marks the batch dimension dynamic: the last batch (5 of 8 rows) reuses the graph"
     from torch._dynamo.utils import counters
@@ -355,6 +356,7 @@ def two_procs(tmp_path_factory):
     return out, run.stdout
 
 
+@pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_two_processes_equal_one(single, two_procs):
     "(b) equals (a) within 1e-5; the ranks are identical bit for bit; metrics are those of the whole batch"
     out, stdout = two_procs
@@ -372,6 +374,7 @@ def test_two_processes_equal_one(single, two_procs):
     assert [l.split(':')[0] for l in stdout.splitlines() if l.startswith('epoch')] == ['epoch 1/2', 'epoch 2/2']
 
 
+@pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_resume_under_torchrun(two_procs):
     "Interrupted after 7 of 12 steps, saved by rank 0, resumed by both ranks: the weights of the full run"
     out, _ = two_procs
@@ -388,6 +391,7 @@ def test_resume_under_torchrun(two_procs):
     assert all(torch.equal(w0[k], w1[k]) for k in w0 if k.startswith('full.'))
 
 
+@pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_custom_loss_under_torchrun(two_procs):
     "A custom loss with a metric, a plain function of the logits: 2 processes = 1, and a resume is exact"
     out, _ = two_procs
@@ -406,6 +410,7 @@ def test_custom_loss_under_torchrun(two_procs):
         assert h['obj_resumed']['loss'] == h['obj']['loss']
 
 
+@pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_model_loss_term_under_torchrun(two_procs):
     "PositionLabelViT's own loss term, returned by its forward through DDP's wrapper: 2 processes = 1 process"
     out, _ = two_procs
@@ -428,6 +433,7 @@ def test_custom_loss_conflicts():
         fit(make_net(), TensorLoader(*data(), batch_size=8), epochs=1, loss=penalised, label_smoothing=0.1)
 
 
+@pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_batch_smaller_than_world(two_procs):
     "Refused before the first step, also when only the last batch of an epoch is too small (45 = 11 x 4 + 1)"
     out, _ = two_procs
@@ -474,6 +480,7 @@ def test_empty_first_micro_batch():
         first_grads(lambda: TensorLoader(x[:8], y[:8], batch_size=4), accum_steps=2, loss=token_sum_mean)
 
 
+@pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_token_weights_under_torchrun(two_procs):
     "2 ranks x 8 (shards of a global batch, or a DistributedSampler) and 2 ranks x 4 x 2 = one batch of 16"
     out, _ = two_procs
@@ -486,6 +493,7 @@ def test_token_weights_under_torchrun(two_procs):
                 torch.testing.assert_close(w[f'grad.{name}.{n}'], g, atol=1e-6, rtol=0, msg=f'{r} {name} {n}')
 
 
+@pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_every_sample_once_per_epoch(two_procs):
     "Both ways of feeding two ranks see each sample exactly once per epoch; the sampler reshuffles"
     out, _ = two_procs
@@ -537,6 +545,7 @@ def eval_data():
     return torch.randn(13, 6, generator=g), torch.randint(0, 3, (13,), generator=g)
 
 
+@pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_evaluate_drops_sampler_padding(two_procs):
     "evaluate with a DistributedSampler (13 rows, 2 ranks, one repeated) gives the 13 rows' metrics"
     out, _ = two_procs
@@ -554,6 +563,7 @@ def test_evaluate_drops_sampler_padding(two_procs):
         for key in whole: assert abs(got[key] - whole[key]) < 1e-6, (r, key, got, whole)
 
 
+@pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_empty_shard_sum_over_count_refused(two_procs):
     "R5 #1: rank 0's shard has no token and its loss is s / n: both ranks stop before the step, no weight is NaN"
     out, _ = two_procs
@@ -563,6 +573,7 @@ def test_empty_shard_sum_over_count_refused(two_procs):
         assert res['finite'] and res['moved'] == 0, res
 
 
+@pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_per_rank_augmentation_accepted(two_procs):
     "R5 #2: global batches that each rank augments with its own generator pass the check, each sample once"
     out, _ = two_procs
@@ -572,6 +583,7 @@ def test_per_rank_augmentation_accepted(two_procs):
         assert ids == list(range(N_SEEN)), (epoch, ids)
 
 
+@pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_resume_under_another_world_size(two_procs):
     "R5 #5: a one-process checkpoint is refused by two; resumed anyway, rank 1 is told its generators are not in it"
     out, _ = two_procs
@@ -582,6 +594,7 @@ def test_resume_under_another_world_size(two_procs):
         assert any('holds no random state for rank 1' in w for w in res['warnings']) == (r == 1), res
 
 
+@pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_ranks_resumed_at_different_steps(two_procs):
     "R5 #7: rank 0 finds a finished run, rank 1 no file: the ranks would take different steps; refused on both"
     out, _ = two_procs
@@ -590,6 +603,7 @@ def test_ranks_resumed_at_different_steps(two_procs):
         assert 'the ranks resumed at different steps' in err, err
 
 
+@pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_process_group_left_at_exit(two_procs):
     out, _ = two_procs
     for r in range(2):

@@ -10,7 +10,7 @@ import torch
 from txbook.efficient import blockwise_attention
 
 pytest.importorskip('expecttest')
-from test_opinfo import pytorch_sdpa, samples  # noqa: E402  (OpInfo samples, our argument names)
+from helpers import pytorch_sdpa, samples  # noqa: E402  (OpInfo samples, our argument names)
 
 
 @pytest.mark.parametrize('dtype', [torch.float32, torch.float64])

@@ -13,7 +13,7 @@ counted from 1, as Jupyter orders them).
 import json, re
 
 import pytest
-from conftest import NBS, ROOT
+from helpers import NBS, ROOT
 
 _check = re.compile(r"(^\s*|[:;]\s*)(test_\w*\(|assert\b)", re.M)  # also after `with ...:` or `;`
 _hidden = re.compile(r"^#\|\s*(code-fold:\s*(true|show)|echo:\s*false|hide\s*$|hide_input|include:\s*false)",

@@ -148,10 +148,9 @@ def _runner(flavour: str, folder: Path):
     "run(nb, env) for `flavour`: the suite's own function for running a notebook, and the environment it uses"
     sys.path.insert(0, str(ROOT / "tests"))
     if flavour == "quick":
-        from test_notebooks import execute, kernel_env
+        from helpers import execute, kernel_env
         return (lambda nb, env: execute(nb, folder, env, timeout=60)), kernel_env()
-    from conftest import kernel_threads
-    from test_colab import execute_in_runtime
+    from helpers import execute_in_runtime, kernel_threads
     spec = folder / "kernels" / "colab"   # a kernelspec named as the simulated runtime's, on this Python
     spec.mkdir(parents=True)
     (spec / "kernel.json").write_text(json.dumps({
@@ -273,6 +272,7 @@ def summary(result: dict) -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.slow   # starts kernels from two processes
 def test_no_kernel_hears_another(tmp_path):
     """Kernels started by the quick pass's and the Colab simulation's functions, from two processes at once, with
     every launch handed the port numbers of a launch in the other process and of its predecessor's heartbeat:

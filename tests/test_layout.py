@@ -15,7 +15,7 @@ import ast, json, re
 
 import pytest
 import yaml
-from conftest import NBS, ROOT
+from helpers import NBS, ROOT
 
 PKG = ROOT / "txbook"
 STEM = re.compile(r"^(?:(?P<num>\d{2})|(?P<letter>[a-z]))_(?P<name>[a-z0-9]+)$")

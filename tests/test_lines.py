@@ -1,13 +1,14 @@
 """Code lines in the notebooks are at most 100 characters, so the site never scrolls code sideways.
 
 Counted: every line of every code cell, and every line inside a fenced code block (```python, ```,
-```{code-cell}) of a markdown cell; the prose inside MyST directives such as ```{exercise} is not code. A failure lists each long line as `nbs/<notebook>:cell <n>:line <m>` (n counts all cells from 1,
+```{code-cell}) of a markdown cell; the prose inside MyST directives such as ```{exercise} is not code. A failure
+lists each long line as `nbs/<notebook>:cell <n>:line <m>` (n counts all cells from 1,
 as `nbdev` and Jupyter order them; m counts the cell's lines from 1) with its length.
 """
 import json, re
 
 import pytest
-from conftest import NBS, ROOT
+from helpers import NBS, ROOT
 
 MAX = 100
 

@@ -19,26 +19,14 @@ import json, os, sys, time, tomllib
 from unittest import mock
 
 import pytest
-import yaml
-from conftest import NBS, ROOT, kernel_threads
+from helpers import NBS, ROOT, execute, kernel_env   # execute: as test_kernels.py and the book run a page
 
 from txbook_book import EXECUTED, execution_key, parse_directives, read_nbdev, save_executed
 sys.path.insert(0, str(ROOT / "tools"))
-from notebook_kernel import log_report, run_notebook  # noqa: E402
+from notebook_kernel import log_report  # noqa: E402
+pytestmark = pytest.mark.slow   # executes every notebook: not in the fast path (`pytest -m "not slow"`)
 
-TIMEOUT = yaml.safe_load((ROOT / "_config.yml").read_text())["execute"]["timeout"]   # the book's
 TST_FLAGS = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["nbdev"].get("tst_flags", "").split())
-
-
-def kernel_env() -> dict:
-    "The book build's environment (this process's), without pytest's own variables"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_") and k != "TXBOOK_RESULTS"}
-    env.pop("MPLBACKEND", None)   # the chapters need the inline backend (the Makefile unexports it too)
-    env.update(kernel_threads())  # one thread per kernel when two test workers share the cores (conftest)
-    import torch
-    if torch.cuda.is_available() and not (env.get("TXBOOK_SIZE") or env.get("TXBOOK_QUICK")):
-        env["TXBOOK_SIZE"] = "quick"
-    return env
 
 
 def size_note_in(env: dict) -> str:
@@ -60,13 +48,6 @@ def read_for_test(path):
             cell.metadata["tags"] = sorted(set(cell.metadata.get("tags", [])) | {"skip-execution"})
             n += 1
     return text, nb, n
-
-
-def execute(nb, folder, env: dict, timeout: int = TIMEOUT) -> None:
-    """Execute `nb` in place in a new kernel of its kernelspec (`python3`), working folder `folder`, as the book
-    does; the kernel hears no other kernel's client (tools/notebook_kernel.py, tests/test_kernels.py)"""
-    run_notebook(nb, folder, env, timeout, kernel_name=nb.metadata.get("kernelspec", {}).get("name", "python3"),
-                 allow_errors=False)
 
 
 @pytest.mark.parametrize("path", NBS, ids=lambda p: p.name)

@@ -9,34 +9,11 @@ against float64. Needs the `expecttest` package (imported by PyTorch's test util
 """
 import pytest
 import torch
-import torch.nn.functional as F
 
 from txbook.attention import attention
 
 pytest.importorskip('expecttest')
-from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
-
-SDPA = [op for op in op_db if op.name == 'nn.functional.scaled_dot_product_attention']
-
-
-def samples(dtype):
-    "(q, k, v, kwargs) of every OpInfo sample without dropout, kwargs in our names"
-    assert len(SDPA) == 1, [op.variant_test_name for op in SDPA]
-    out = []
-    for s in SDPA[0].sample_inputs('cpu', dtype, requires_grad=False):
-        kw = dict(s.kwargs)
-        if kw.pop('dropout_p', 0.0) > 0: continue
-        kw.pop('enable_gqa', None)                       # grouped heads are always accepted
-        if 'attn_mask' in kw: kw['mask'] = kw.pop('attn_mask')
-        out.append((s.input, *s.args, kw))
-    return out
-
-
-def pytorch_sdpa(q, k, v, kw):
-    "PyTorch's scaled_dot_product_attention on a sample whose kwargs are in our names"
-    theirs = dict(kw)
-    if 'mask' in theirs: theirs['attn_mask'] = theirs.pop('mask')
-    return F.scaled_dot_product_attention(q, k, v, **theirs)
+from helpers import pytorch_sdpa, samples  # noqa: E402  (OpInfo samples, our argument names)
 
 
 def test_there_are_samples_and_float_masks():

@@ -8,24 +8,19 @@ from pathlib import Path
 
 import pytest
 import txbook
-from conftest import ROOT
+from helpers import ROOT, floors, fresh_venv, torch_floor   # fresh_venv: torch only (one install a session)
+from helpers import run as _run
 
 sys.path.insert(0, str(ROOT / "tools"))
 import check_version
-from test_colab import fresh_venv   # a new venv with torch only (one torch install per test session)
-from test_versions import floors, torch_floor   # the floors pyproject.toml declares
+# builds the sdist and wheel, installs into a fresh venv: not in the fast path (`pytest -m "not slow"`)
+pytestmark = pytest.mark.slow
 # What fastprogress 1.1 pulled in (python-fasthtml and its server stack): none may come with txbook
 WEB_STACK = {"python-fasthtml", "fasthtml", "starlette", "uvicorn", "websockets", "httptools", "uvloop",
              "watchfiles", "fastlite", "apswutils", "itsdangerous", "python-multipart", "oauthlib", "httpx",
              "sse-starlette", "anyio", "h11", "beautifulsoup4"}
 SDIST_TOP = {"txbook", "txbook.egg-info", "PKG-INFO", "LICENSE", "README.md", "pyproject.toml", "setup.cfg",
              "MANIFEST.in"}
-
-
-def _run(*args, **kw):
-    r = subprocess.run([str(a) for a in args], capture_output=True, text=True, **kw)
-    assert r.returncode == 0, f"{' '.join(map(str, args))} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-    return r.stdout
 
 
 @pytest.fixture(scope="module")

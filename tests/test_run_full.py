@@ -5,10 +5,12 @@ record into the chapter's "At full size" cell.
 import json, os, subprocess, sys
 
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
 import run_full  # noqa: E402
+# runs tools/run_full.py, which executes notebooks: not in the fast path (`pytest -m "not slow"`)
+pytestmark = pytest.mark.slow
 
 
 def _notebook(path, *sources):
@@ -31,7 +33,8 @@ def _run(*args):
 
 def test_smoke_run_records_the_reports_and_the_failures(tmp_path):
     good = _notebook(tmp_path / "good.ipynb",
-                     "from txbook.core import size\nfrom txbook.stats import report\nreport('answer', [41.0, 43.0], '.1f')\n"
+                     "from txbook.core import size\nfrom txbook.stats import report\n"
+                     "report('answer', [41.0, 43.0], '.1f')\n"
                      "report('size seen', size())")
     bad = _notebook(tmp_path / "bad.ipynb", "raise ValueError('planted')")
     out = tmp_path / "out"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import NBS, ROOT
+from helpers import NBS, ROOT
 
 ALLOWED = yaml.safe_load((ROOT / "tests" / "typed_numbers.yml").read_text()) or {}
 NUMBER = re.compile(r"(?<![\w.\-/])(?:\d+(?:\.\d+)?\s?±\s?\d+(?:\.\d+)?|\d+(?:\.\d+)?\s?%|\d+\.\d+)(?![\w.])")

@@ -18,14 +18,13 @@ here. `TORCH_FEATURES` lists what the package and the chapters call without a gu
 it; the declared floor must be the newest of those releases, and on Python 3.13 the release whose Dynamo runs
 there. The registry must be reachable for the floor venv: without it those tests skip and say so.
 """
-import ast, builtins, json, os, re, subprocess, symtable, sys, time, tomllib
+import ast, builtins, json, os, re, symtable, sys, time
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-FLOOR_EXTRAS = ["hf"]              # the extras whose floors the floor venv installs too
+from helpers import COLAB, PYPROJECT, ROOT, _version, floors, fresh_venv, torch_floor
+from helpers import run_process as _run
 WHOLE = ["l_foreign"]              # pages the floor venv runs whole (appendix L: the loaders' tools)
 
 # What the book calls without a guard, the first torch release that has it, and where: the torch floor is the
@@ -49,33 +48,6 @@ TORCH_FEATURES_PY313 = [(r"from torch\._dynamo import explain|torch\._dynamo\.ex
                          "torch._dynamo.explain on Python 3.13, chapter 8")]
 NETWORK = re.compile(r"Failed to establish a new connection|Temporary failure in name resolution|"
                      r"Max retries exceeded|Network is unreachable|ConnectionError|ReadTimeoutError")
-
-
-def _version(v): return tuple(int(x) for x in v.split("."))
-
-
-def floors(extras=FLOOR_EXTRAS) -> dict[str, str]:
-    "{name: X} for every `name>=X` (no marker) of `dependencies` and `extras`; torch included"
-    from packaging.requirements import Requirement
-    reqs = PYPROJECT["project"]["dependencies"] + sum((PYPROJECT["project"]["optional-dependencies"][e]
-                                                       for e in extras), [])
-    out = {}
-    for r in map(Requirement, reqs):
-        if r.marker is not None: continue
-        low = [s.version for s in r.specifier if s.operator == ">="]
-        assert len(low) == 1, f"{r}: every dependency declares one lower bound"
-        out[r.name] = low[0]
-    return out
-
-
-def torch_floor(python: str) -> str:
-    "The torch floor pyproject.toml declares for a Python version ('3.11', '3.13')"
-    from packaging.requirements import Requirement
-    found = [s.version for r in map(Requirement, PYPROJECT["project"]["dependencies"]) if r.name == "torch"
-             if r.marker is None or r.marker.evaluate({"python_version": python, "python_full_version":
-                                                       python + ".0"})
-             for s in r.specifier if s.operator == ">="]
-    return max(found, key=_version)
 
 
 # ------------------------------------------------------------- slicing a chapter to its Hugging Face cells
@@ -247,7 +219,8 @@ def test_hf_extra_keeps_pytorch_on():
     assert Version(hf_torch_floor()) >= Version(need), (
         f"transformers {transformers.__version__} switches PyTorch off below torch {need}, but the hf extra lets "
         f"pip pair it with torch>={hf_torch_floor()}")
-    sample = 'def is_torch_available() -> bool:\n    return is_available and version.parse(torch_version) >= version.parse("2.4.0")'
+    sample = ('def is_torch_available() -> bool:\n'
+              '    return is_available and version.parse(torch_version) >= version.parse("2.4.0")')
     assert transformers_torch_need(sample) == "2.4.0"          # the reading itself (transformers 5.9's text)
 
 
@@ -255,7 +228,6 @@ def test_floors_agree_and_the_readme_names_them():
     "The dev extra asks for the hf extra's transformers; the README states the floors and what is tested"
     dev = [r for r in PYPROJECT["project"]["optional-dependencies"]["dev"] if r.startswith("transformers")]
     assert dev == [f"transformers>={floors()['transformers']}"], f"dev and hf extras disagree: {dev}"
-    from test_colab import COLAB
     readme = (ROOT / "README.md").read_text()
     said = re.search(r"Tested versions[^\n]*\n(?:[^\n]+\n)*", readme)
     assert said, "README.md has no 'Tested versions' paragraph"
@@ -267,14 +239,9 @@ def test_floors_agree_and_the_readme_names_them():
         assert f"{name} {v}" in text, f"the README does not name Colab's {name} {v}"
 
 
-def _run(*args, **kw):
-    return subprocess.run([str(a) for a in args], capture_output=True, text=True, **kw)
-
-
 @pytest.fixture(scope="module")
 def floor_venv(tmp_path_factory):
     "A venv with every declared floor installed exactly, beside this session's torch"
-    from test_colab import fresh_venv
     t0 = time.time()
     pins = {n: v for n, v in floors().items() if n != "torch"}
     py = fresh_venv(tmp_path_factory.mktemp("floor") / "venv", tmp_path_factory)
@@ -286,6 +253,7 @@ def floor_venv(tmp_path_factory):
     return py, pins
 
 
+@pytest.mark.slow   # a fresh venv with the floors
 def test_the_floors_are_what_the_venv_holds(floor_venv):
     py, pins = floor_venv
     code = ("import json, importlib.metadata as m, sys\n"
@@ -295,6 +263,7 @@ def test_the_floors_are_what_the_venv_holds(floor_venv):
     assert {n: Version(v) for n, v in got.items()} == {n: Version(v) for n, v in pins.items()}, got
 
 
+@pytest.mark.slow   # a fresh venv with the floors
 def test_floor_transformers_keeps_pytorch_on(floor_venv):
     "The floor transformers, beside the hf extra's torch floor, keeps PyTorch on"
     py, pins = floor_venv
@@ -310,6 +279,7 @@ def _env(tmp):
     return env
 
 
+@pytest.mark.slow   # a fresh venv with the floors
 def test_loaders_under_the_floors(floor_venv, tmp_path):
     py, pins = floor_venv
     r = _run(py, "-m", "pytest", "-q", "-p", "no:cacheprovider", ROOT / "tests" / "test_loaders.py",
@@ -328,6 +298,7 @@ def floor_pages(floor_venv, tmp_path_factory):
     return json.loads((tmp / "out.json").read_text())
 
 
+@pytest.mark.slow   # a fresh venv with the floors
 def test_every_module_imports_under_the_floors(floor_pages):
     assert floor_pages["import"]["ok"], floor_pages["import"]["error"]
 
@@ -340,6 +311,7 @@ def test_the_pages_are_found():
         assert targets and set(targets) <= {i for i, _ in cells}, (stem, targets)
 
 
+@pytest.mark.slow   # a fresh venv with the floors
 @pytest.mark.parametrize("stem", HF_PAGES)
 def test_page_under_the_floors(floor_pages, stem):
     res = floor_pages[stem]

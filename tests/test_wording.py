@@ -13,7 +13,7 @@ page without leaving this list (stale entries fail too).
 import json, re
 
 import pytest
-from conftest import NBS
+from helpers import NBS
 
 PHRASES = re.compile(r"indistinguishab\w*|no (?:measurable )?difference|about as much|as good as|"
                      r"changes? nothing (?:that|resolved)|(?:roughly|about) the same|on par with|"
@@ -65,7 +65,7 @@ def test_not_resolved_is_not_written_as_equality(path):
 def test_the_verdict_sentences_follow_the_rule():
     "Every sentence txbook.stats writes for a not-resolved comparison says so, with its interval"
     import numpy as np
-    from txbook.stats import seed_verdict, equivalence_verdict, Family
+    from txbook.stats import equivalence_verdict, Family
     rng = np.random.default_rng(0)
     fam = Family("f", [f"m{i}" for i in range(6)])
     for i in range(6):

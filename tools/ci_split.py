@@ -4,7 +4,8 @@ slowest pages of each pass, read from pytest's JUnit XML report.
     python tools/ci_split.py REPORT.xml --install S --test S --book S --pdf S
 
 `--install/--test/--book/--pdf` are the wall-clock seconds `.ci/run` measured around `make install`,
-`make test`, `make book` and `make pdf`. Inside `make test` the report gives each test's own time; when pytest runs tests side by
+`make test`, `make book` and `make pdf`. Inside `make test` the report gives each test's own time; when pytest runs
+tests side by
 side (`-n`), the passes overlap, so their sums add up to more than the wall time, and both are printed."""
 import argparse, collections, xml.etree.ElementTree as ET
 

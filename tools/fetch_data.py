@@ -2,7 +2,8 @@
 """Make the book's datasets available where the chapters look for them, for CI machines without `../shared`.
 
 Each file is taken from the data folder `$TXBOOK_DATA` names, if it is set, else from the download cache
-(`~/.cache/txbook`, or `$TXBOOK_CACHE`), else downloaded from the official URLs into the cache and checked against the published SHA-256: exactly what the chapters' loaders
+(`~/.cache/txbook`, or `$TXBOOK_CACHE`), else downloaded from the official URLs into the cache and checked against
+the published SHA-256: exactly what the chapters' loaders
 do, done once before the tests so that no chapter downloads. Prints where each dataset was found.
 
     python tools/fetch_data.py           # needs the package's dependencies (run after `make install`)

@@ -149,7 +149,7 @@ def render(rec: dict) -> str:
     sys.path.insert(0, str(ROOT))
     from txbook.stats import format_value
     dev = rec["device"].split(": ", 1)[-1]
-    head = [f"### At full size", "", MARK.format(stem=rec["chapter"]), "",
+    head = ["### At full size", "", MARK.format(stem=rec["chapter"]), "",
             f"What this chapter printed when it ran at full size on one {dev} ({rec['precision']} "
             f"autocast, torch {rec['torch']}, CUDA {rec['cuda']}) on {rec['date']}, at commit "
             f"`{rec['commit'][:10]}`; the whole chapter took {rec['wall_s'] / 60:.1f} min"

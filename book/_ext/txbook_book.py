@@ -36,7 +36,8 @@ from pathlib import Path
 import nbformat
 from docutils import nodes
 
-__all__ = ["parse_directives", "directive_tags", "read_nbdev", "defined_names", "doc_anchor", "mathjax_dist", "copy_mathjax", "nbdev_page",
+__all__ = ["parse_directives", "directive_tags", "read_nbdev", "defined_names", "doc_anchor", "mathjax_dist",
+           "copy_mathjax", "nbdev_page",
            "notebook_markdown", "write_nbdev_pages", "EXECUTED", "execution_key", "save_executed",
            "saved_executed", "read_book", "setup"]
 
@@ -106,7 +107,8 @@ def read_nbdev(text: str) -> nbformat.NotebookNode:
         dirs.update({k: str(v) for k, v in meta_dirs.items()})
         new = directive_tags(dirs, body)
         if "remove-input" in new and not dirs:  # a show_doc cell: the names it documents, for their anchors
-            cell.metadata["txbook_show_doc"] = [m.group(1) for l in body.splitlines() if (m := _re_show_doc_name.match(l))]
+            cell.metadata["txbook_show_doc"] = [m.group(1) for l in body.splitlines()
+                                                if (m := _re_show_doc_name.match(l))]
         if {"export", "exports", "exporti"} & set(dirs):  # the names nbdev's symbol index finds in this cell
             cell.metadata["txbook_defines"] = defined_names(body)
         if not dirs and not new:
@@ -184,7 +186,8 @@ def saved_executed(text: str, root: str | Path) -> tuple[Path, nbformat.Notebook
 def _fill_outputs(nb: nbformat.NotebookNode, ex: nbformat.NotebookNode) -> bool:
     "Copy the outputs of `ex` (the same notebook, executed) into `nb`; False, touching nothing, if they differ"
     same = len(nb.cells) == len(ex.cells) and all(
-        (a.cell_type, a.get("id"), a.source) == (b.cell_type, b.get("id"), b.source) for a, b in zip(nb.cells, ex.cells))
+        (a.cell_type, a.get("id"), a.source) == (b.cell_type, b.get("id"), b.source)
+        for a, b in zip(nb.cells, ex.cells))
     if not same:
         return False
     for a, b in zip(nb.cells, ex.cells):
@@ -364,7 +367,8 @@ def defined_names(code: str) -> list[str]:
 
 
 def doc_anchor(name: str) -> str:
-    "The anchor nbdev's `_modidx.py` links a documented name to (`MultiHeadAttention.forward` → `multiheadattention.forward`)"
+    """The anchor nbdev's `_modidx.py` links a documented name to (`MultiHeadAttention.forward` →
+    `multiheadattention.forward`)"""
     return name.lower()
 
 
