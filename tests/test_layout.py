@@ -10,12 +10,16 @@
   experiment); imports keep to the kinds: no model module imports another model module, a layers module imports
   only layers and kit, nothing but an experiment imports an experiment; the import graph has no cycle, and no
   layers, model or task module reaches the training loop.
+
+The package's imports are read by import-linter (`lint-imports`, contracts in pyproject.toml, which a test here
+holds to the file names and CONTRIBUTING.md's kinds); the notebooks' imports by this file.
 """
-import ast, json, re
+import json, os, re, shutil, subprocess, sys, tomllib
+from pathlib import Path
 
 import pytest
 import yaml
-from helpers import NBS, ROOT
+from helpers import NBS, ROOT, run_process
 
 PKG = ROOT / "txbook"
 STEM = re.compile(r"^(?:(?P<num>\d{2})|(?P<letter>[a-z]))_(?P<name>[a-z0-9]+)$")
@@ -63,24 +67,6 @@ def title(stem: str) -> str:
 
 STEMS = [p.stem for p in NBS]
 MODULES = sorted(p.stem for p in PKG.glob("*.py") if not p.stem.startswith("_"))
-
-
-def imports_of(name: str) -> set[str]:
-    "The txbook modules that `txbook/<name>.py` imports, read with `ast`"
-    found = set()
-    for node in ast.walk(ast.parse((PKG / f"{name}.py").read_text())):
-        if isinstance(node, ast.ImportFrom):
-            if node.level == 1:
-                found.update([node.module.split(".")[0]] if node.module else [a.name for a in node.names])
-            elif node.module and node.module.split(".")[0] == "txbook":
-                parts = node.module.split(".")
-                found.update([parts[1]] if len(parts) > 1 else [a.name for a in node.names])
-        elif isinstance(node, ast.Import):
-            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("txbook."))
-    return found & set(MODULES)
-
-
-EDGES = {(m, d) for m in MODULES for d in imports_of(m)}
 
 
 def written_by(name: str) -> set[str]:
@@ -161,13 +147,6 @@ def test_no_chapter_imports_a_later_chapter(stem):
     assert not later, f"{stem} imports later chapters' modules: {later}"
 
 
-def test_appendix_modules_import_only_the_appendix():
-    page_of = {parse(s)["name"]: s for s in STEMS}
-    appendix = {m for m in MODULES if parse(page_of[m])["letter"]}
-    bad = sorted((a, d) for a, d in EDGES if a in appendix and d not in appendix)
-    assert not bad, f"appendix modules importing chapter modules: {bad}"
-
-
 KINDS = ("layers", "model", "task", "kit", "experiment")
 ROWS = re.findall(r"^\| `txbook\.(\w+)` \| `(\w+)` \| (\w+) \| .+ \|$", (ROOT / "CONTRIBUTING.md").read_text(), re.M)
 KIND = {m: k for m, _, k in ROWS}
@@ -186,56 +165,56 @@ def test_contributing_table_lists_every_module():
     assert not wrong, f"the kit is the appendix (but appendix M, which is layers), and nothing else: {wrong}"
 
 
-def _kind_edges(a: str, d: str) -> set[tuple[str, str]]:
-    return {(m, n) for m, n in EDGES if KIND.get(m) == a and KIND.get(n) == d}
+def contracts() -> dict[str, dict]:
+    "pyproject.toml's import-linter contracts by id"
+    found = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    return {c["id"]: c for c in found}
 
 
-def test_no_model_module_imports_another_model_module():
-    "timm's rule: a model file imports layers, never another model; a model built on another takes it as an argument"
-    bad = sorted(_kind_edges("model", "model"))
-    assert not bad, f"model modules importing model modules (take the other model as an argument, or make the " \
-                    f"shared helper a layer in txbook.layers): {bad}"
-    assert {("mae", "vit"), ("swin", "vit"), ("poslabels", "swin")}.isdisjoint(EDGES)   # the cases that were
+def _q(ms) -> list[str]:
+    return [f"txbook.{m}" for m in ms]
 
 
-def test_layers_import_only_layers_and_the_kit():
-    bad = sorted((m, d) for m, d in EDGES if KIND.get(m) == "layers" and KIND.get(d) not in ("layers", "kit"))
-    assert not bad, f"layers modules importing models, tasks or experiments: {bad}"
+def test_import_contracts_say_what_the_tables_say():
+    """The layering is checked by import-linter (`lint-imports`), with the contracts in pyproject.toml; their
+    module lists are those the file names (reading order) and CONTRIBUTING.md's kinds give"""
+    c = contracts()
+    page_of = {parse(s)["name"]: s for s in STEMS}
+    chapters = sorted((m for m in MODULES if parse(page_of[m])["num"]), key=lambda m: rank(page_of[m]))
+    appendix = sorted((m for m in MODULES if parse(page_of[m])["letter"]), key=lambda m: rank(page_of[m]))
+    of = lambda *kinds: sorted(_q(m for m in MODULES if KIND[m] in kinds))
+    assert c["reading-order"]["layers"] == _q(reversed(chapters)) + [" : ".join(_q(appendix))], \
+        "reading-order: the chapters' modules, last chapter first, then the appendix as one layer"
+    assert sorted(c["models-skip-the-loop"]["source_modules"]) == of("layers", "model", "task")
+    assert sorted(c["models-skip-the-loop"]["forbidden_modules"]) == sorted(_q(LOOP))
+    assert sorted(c["models-independent"]["modules"]) == of("model")
+    assert sorted(c["layers-import-layers-and-kit"]["source_modules"]) == of("layers")
+    assert sorted(c["layers-import-layers-and-kit"]["forbidden_modules"]) == of("model", "task", "experiment")
+    assert sorted(c["experiments-last"]["source_modules"]) == of("layers", "model", "task", "kit")
+    assert sorted(c["experiments-last"]["forbidden_modules"]) == of("experiment")
+    assert c["no-cycle"]["type"] == "acyclic_siblings" and c["no-cycle"]["ancestors"] == ["txbook"]
 
 
-def test_only_experiments_import_experiments():
-    bad = sorted((m, d) for m, d in EDGES if KIND.get(d) == "experiment" and KIND.get(m) != "experiment")
-    assert not bad, f"library modules importing an experiment (not API): {bad}"
+def lint_imports(cwd, pythonpath) -> subprocess.CompletedProcess:
+    exe = Path(sys.executable).parent / "lint-imports"
+    env = {**os.environ, "PYTHONPATH": str(pythonpath)}
+    return run_process(exe if exe.exists() else "lint-imports", "--no-cache", cwd=cwd, env=env)
 
 
-def _reach(m: str) -> set[str]:
-    seen, todo = set(), [m]
-    while todo:
-        here = todo.pop()
-        for d in [d for a, d in EDGES if a == here]:
-            if d not in seen:
-                seen.add(d)
-                todo.append(d)
-    return seen
+def test_imports_keep_the_contracts():
+    r = lint_imports(ROOT, ROOT)
+    assert r.returncode == 0, f"lint-imports: broken import contracts (pyproject.toml):\n{r.stdout[-6000:]}"
 
 
-def test_import_graph_has_no_cycle_and_models_skip_the_loop():
-    cyclic = sorted(m for m in MODULES if m in _reach(m))
-    assert not cyclic, f"modules on an import cycle: {cyclic}"
-    library = {m for m in MODULES if KIND.get(m) in ("layers", "model", "task")}   # an experiment runs fit
-    leaks = {m: sorted(_reach(m) & LOOP) for m in library if _reach(m) & LOOP}
-    assert not leaks, f"layers, model and task modules that pull in the training loop: {leaks}"
-
-
-def test_imports_parse_sees_what_modules_hold():
-    "A second reading of the graph: every txbook object a module holds came through an import the parse found"
-    import importlib, inspect
-    held = set()
-    for m in MODULES:
-        for name, obj in vars(importlib.import_module(f"txbook.{m}")).items():
-            if name.startswith("__"): continue     # torch.compile leaves __compiled_fn_* in globals
-            src = obj.__module__ if inspect.isclass(obj) or inspect.isfunction(obj) else \
-                obj.__name__ if inspect.ismodule(obj) else None
-            if src and src.startswith("txbook.") and src != f"txbook.{m}":
-                held.add((m, src.split(".")[1]))
-    assert not held - EDGES, f"imports the parse did not see: {sorted(held - EDGES)}"
+def test_the_contracts_catch_planted_imports(tmp_path):
+    "A model that imports the loop, a chapter that imports a later one (and so a cycle): each contract says so"
+    shutil.copytree(PKG, tmp_path / "txbook")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    for m, line in [("gpt", "from . import train, vit"), ("attention", "from . import gpt"),
+                    ("windows", "from . import swin")]:
+        with open(tmp_path / "txbook" / f"{m}.py", "a") as f: f.write(f"\n{line}\n")
+    r = lint_imports(tmp_path, tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    out = " ".join(r.stdout.split())
+    broken = {c["name"] for c in contracts().values() if f"{c['name']} BROKEN" in out}
+    assert broken == {c["name"] for c in contracts().values() if c["id"] != "experiments-last"}, out[-3000:]
