@@ -54,16 +54,17 @@ def _leaves_process_state_as_found():
 
 
 # Tests that wait for something this checkout may not have carry a marker naming it (pyproject.toml registers
-# them). While it is missing they are deselected, not skipped: a run counts only the tests it ran, and
-# `pytest -m needs_gpu_records --collect-only` lists what waits. `needs_gpu_records`: the full-size GPU records
-# in results/full/ (tools/run_full.py on a GPU writes them); `needs_site`: a built site (make book; CI checks the
-# same through tests/check_site.py in make book, after make test).
+# them). While it is missing they are deselected, not skipped: a run counts only the tests it ran (the summary
+# says how many wait, and for what); `pytest -m needs_gpu_records` selects them anyway. `needs_gpu_records`:
+# the full-size GPU records in results/full/ (tools/run_full.py on a GPU writes them); `needs_site`: a built site
+# (make book; CI checks the same through tests/check_site.py in make book, after make test).
 WAITS = {"needs_gpu_records": lambda: any((ROOT / "results" / "full").glob("*.json")),
          "needs_site": lambda: (ROOT / "_build" / "html" / "index.html").exists()}
 
 
 def pytest_collection_modifyitems(config, items):
-    missing = {m for m, present in WAITS.items() if not present()}
+    asked = config.getoption("markexpr", "") or ""   # `-m needs_site` asks for them anyway
+    missing = {m for m, present in WAITS.items() if m not in asked and not present()}
     waiting = [it for it in items if any(it.get_closest_marker(m) for m in missing)]
     if waiting:
         config.hook.pytest_deselected(items=waiting)
