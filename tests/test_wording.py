@@ -30,8 +30,6 @@ ALLOWED = {
                                        "about images, not a verdict)",
     ("10_vit", "about as much"): "arithmetic: two CNN runs would cost about as much CPU time as the ViT runs",
     ("13_poslabels", "no difference"): "arithmetic on the paper's tables: +1.9 matches no difference in Table 2",
-    ("19_approx", "lands in between"): "NOT YET FIXED (issue 43, phase 2; R1 N9): 'Performer lands in "
-                                       "between' with no verdict against the window",
     **{("b_stats", p): "the rule itself: appendix B quotes the phrases it forbids, and the claim words of a "
                        "family ('depends on the setting' only when resolved signs differ after Holm)"
        for p in ("about as much", "as good as", "depends on the rate", "depends on the setting",
