@@ -474,6 +474,23 @@ def test_empty_first_micro_batch():
         first_grads(lambda: TensorLoader(x[:8], y[:8], batch_size=4), accum_steps=2, loss=token_sum_mean)
 
 
+def sum_over_count_int(logits, y):
+    "token_sum_over_count with its weight as a Python int (the loss reads it; fit's check must not need a tensor)"
+    loss, _, n = token_sum_over_count(logits, y)
+    return loss, {}, int(n)
+
+
+@pytest.mark.parametrize('loss', [token_sum_over_count, sum_over_count_int], ids=['tensor-weight', 'int-weight'])
+def test_empty_first_micro_batch_sum_over_count(loss):
+    "R5 #1 in one process: a first micro-batch without tokens and a loss s / n stops the step; no weight is NaN"
+    net = token_net()
+    with pytest.raises(ValueError, match=r'divide by count.clamp\(min=1\) instead. No step was taken'):
+        fit(net, TensorLoader(*empty_first_data(), batch_size=8), epochs=1, lr=LR, schedule=WarmupCosine(0),
+            device='cpu', progress=False, verbose=False, loss=loss, accum_steps=2)
+    assert all(torch.isfinite(p).all() for p in net.parameters())
+    assert all(torch.equal(a, b) for a, b in zip(net.parameters(), token_net().parameters()))   # no step
+
+
 def test_token_weights_under_torchrun(two_procs):
     "2 ranks x 8 (shards of a global batch, or a DistributedSampler) and 2 ranks x 4 x 2 = one batch of 16"
     out, _ = two_procs
