@@ -234,6 +234,16 @@ def test_forward_backward_fit_on_the_inputs_device(name, precision):
             schedule=WarmupCosine(0), device="cpu", progress=False, verbose=False, precision=precision)
 
 
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_every_parameter_gets_a_gradient(name):
+    "DDP waits for the gradient of every parameter a model holds: one backward of fit's loss must reach them all"
+    make, data = FAMILIES[name]
+    seed_everything(0)
+    model = make().train()
+    _forward_loss(model, data()).backward()
+    assert [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None] == []
+
+
 @pytest.mark.parametrize("use_cache", [True, False], ids=["kv-cache", "no-cache"])
 def test_generate_on_the_inputs_device(use_cache):
     seed_everything(0)

@@ -65,10 +65,20 @@ STEMS = [p.stem for p in NBS]
 MODULES = sorted(p.stem for p in PKG.glob("*.py") if not p.stem.startswith("_"))
 
 
+def _runtime_nodes(tree: ast.AST):
+    "Every node of `tree` but those under `if TYPE_CHECKING:` (imports a type checker reads and Python does not)"
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            yield from (n for child in node.orelse for n in [child, *_runtime_nodes(child)])
+            continue
+        yield node
+        yield from _runtime_nodes(node)
+
+
 def imports_of(name: str) -> set[str]:
-    "The txbook modules that `txbook/<name>.py` imports, read with `ast`"
+    "The txbook modules that `txbook/<name>.py` imports when Python runs it, read with `ast`"
     found = set()
-    for node in ast.walk(ast.parse((PKG / f"{name}.py").read_text())):
+    for node in _runtime_nodes(ast.parse((PKG / f"{name}.py").read_text())):
         if isinstance(node, ast.ImportFrom):
             if node.level == 1:
                 found.update([node.module.split(".")[0]] if node.module else [a.name for a in node.names])
@@ -196,6 +206,27 @@ def test_no_model_module_imports_another_model_module():
     assert not bad, f"model modules importing model modules (take the other model as an argument, or make the " \
                     f"shared helper a layer in txbook.layers): {bad}"
     assert {("mae", "vit"), ("swin", "vit"), ("poslabels", "swin")}.isdisjoint(EDGES)   # the cases that were
+
+
+def model_outputs(name: str) -> list[str]:
+    "The classes of `txbook/<name>.py` whose forward returns a ModelOutput (its annotation or a return statement)"
+    found = []
+    for cls in ast.walk(ast.parse((PKG / f"{name}.py").read_text())):
+        if not isinstance(cls, ast.ClassDef): continue
+        for fn in cls.body:
+            if isinstance(fn, ast.FunctionDef) and fn.name == "forward":
+                said = fn.returns is not None and "ModelOutput" in ast.unparse(fn.returns)
+                built = any(isinstance(r, ast.Return) and r.value is not None and "ModelOutput(" in ast.unparse(r.value)
+                            for r in ast.walk(fn))
+                if said or built: found.append(cls.name)
+    return found
+
+
+def test_models_are_classified_as_models():
+    "A class whose forward returns a ModelOutput (logits and a loss of its own) is a model: its module is one"
+    wrong = {m: (KIND.get(m), model_outputs(m)) for m in MODULES if model_outputs(m) and KIND.get(m) != "model"}
+    assert not wrong, f"modules holding models (forward returns a ModelOutput) not classified as model: {wrong}"
+    assert model_outputs("poslabels") == ["PositionLabelViT", "PositionLabelSwin"]   # the rule sees them
 
 
 def test_layers_import_only_layers_and_the_kit():

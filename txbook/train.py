@@ -298,7 +298,8 @@ def _check_loader(dl:EpochLoader, split:bool, world:int, device:torch.device):
 
 # %% ../nbs/k_train.ipynb #c5d13554
 def fit(model:nn.Module, train_dl, valid_dl=None, *,
-        epochs:int=3, lr:float=1e-3,    # epochs: Hugging Face Trainer's default
+        epochs:int=3,                   # passes over train_dl (Hugging Face Trainer's default)
+        lr:float=1e-3,
         loss:Callable|None=None,        # (outputs, targets) -> loss, (loss, metrics) or + weight
         label_smoothing:float=0.0,      # ε of the default loss (a ValueError with `loss`)
         optimizer:Callable|None=None,   # (model, lr=) -> optimiser; default `adamw()`
