@@ -153,10 +153,12 @@ def main():
     if a.json:                                 # the record chapter 2 reads, in the shape of bench/'s records
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'tools'))
         from run_full import commit_info                   # the commit and whether the tree was clean
+        from records import source_hashes                  # the files this command runs, hashed
         cpu = next((l.split(':', 1)[1].strip() for l in open('/proc/cpuinfo') if l.startswith('model name')),
                    platform.machine()) if os.path.exists('/proc/cpuinfo') else platform.machine()
         rec = {'page': '02_mhsa', 'script': 'bench/bench_mhsa.py',
                'command': 'python bench/bench_mhsa.py ' + shlex.join(sys.argv[1:]), **commit_info(),
+               'sources': source_hashes('bench/bench_mhsa.py'),
                'date': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
                'machine': {'cpu': cpu, 'cpu_count': os.cpu_count(), 'device': a.device,
                            'torch': torch.__version__, 'threads': torch.get_num_threads(),

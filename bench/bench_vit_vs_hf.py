@@ -21,7 +21,7 @@ machine, load average, versions) to PATH: chapter 10 reads its table from result
 usage: python bench/bench_vit_vs_hf.py [--rounds 15] [--threads 2] [--batch 64] [--profile] [--compile]
                                        [--json PATH]
 """
-import argparse, datetime, json, os, platform, statistics, subprocess, sys
+import argparse, datetime, json, os, platform, statistics, sys
 from pathlib import Path
 
 import torch
@@ -118,12 +118,14 @@ def cpu_name() -> str:
 
 def write_json(args, rows, load_before):
     "The rows (ms), the configuration and where they were measured, as one JSON file"
-    import transformers
-    root = Path(__file__).resolve().parents[1]
-    git = lambda *a: subprocess.run(['git', *a], cwd=root, capture_output=True, text=True).stdout.strip()
+    import shlex, transformers
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'tools'))
+    from run_full import commit_info                       # the commit and whether the tree was clean
+    from records import source_hashes                      # the files this command runs, hashed
     ms = lambda t: round(t * 1e3, 2)
-    rec = dict(script='bench/bench_vit_vs_hf.py', command=' '.join(['python', *sys.argv]),
-               commit=git('rev-parse', 'HEAD') or None, dirty=bool(git('status', '--porcelain', '-uno')),
+    rec = dict(page='10_vit', script='bench/bench_vit_vs_hf.py',
+               command='python bench/bench_vit_vs_hf.py ' + shlex.join(sys.argv[1:]), **commit_info(),
+               sources=source_hashes('bench/bench_vit_vs_hf.py'),
                date=datetime.date.today().isoformat(), seeds=dict(weights=0, batch=1),
                machine=dict(cpu=cpu_name(), cpu_count=os.cpu_count(), threads=args.threads,
                             device=args.device, load_average_before=round(load_before[0], 2),

@@ -2,8 +2,9 @@
 
 Per chapter: Colab button, no nbdev plumbing, figures and typeset equations where expected, exercises.
 Whole site: MathJax shipped with the site (no CDN, nothing loaded from another host), no absolute machine
-path in any output or page, no empty figure, and every link nbdev writes into the package leads to a page
-(tests/test_site_links.py). tests/check_browser.py then loads the pages in Chromium.
+path in any output or page, no kernel log line in any output (named by page and cell), no empty figure, and
+every link nbdev writes into the package leads to a page (tests/test_site_links.py). tests/check_browser.py
+then loads the pages in Chromium.
 
 usage: python tests/check_site.py [_build/html]   — prints one line per failed check and 'N passed, N failed'.
 """
@@ -17,6 +18,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(ROOT / "tools"))
+from notebook_kernel import log_report  # noqa: E402
 
 # Absolute paths of a machine (a build machine's checkout, a home, a temp dir, an installed package)
 MACHINE_PATH = re.compile(r"(?<![\w.:/])(?:/(?:work|home|root|tmp|Users|private/var|var/folders|opt|usr/(?:local/)?lib)"
@@ -45,6 +48,12 @@ def machine_paths(text: str, extra: tuple[str, ...] = ()) -> list[str]:
     found = [m.group(0) for m in MACHINE_PATH.finditer(text)]
     found += [p for p in extra if p and p in text]
     return sorted(set(found))
+
+
+def kernel_logs(executed: Path) -> str:
+    "Each kernel log line in the outputs of the executed notebooks in `executed`, as `nbs/<page> cell N (id ..): line`"
+    return "\n".join(r for nb in sorted(executed.glob("*.ipynb"))
+                     if (r := log_report(f"nbs/{nb.stem}", json.loads(nb.read_text()))))
 
 
 # --------------------------------------------------------------------------------------------- figures
@@ -225,6 +234,10 @@ def main(site: Path) -> int:
         leaks += [f"{page.relative_to(site)}: {p}" for p in here[:3] if p in text]  # prose may name /tmp: only ours
         leaks += [f"{page.relative_to(site)}: {u}" for u in re.findall(r'(?:src|href)="(file:[^"]+)"', text)]
     check(executed.is_dir(), f"executed notebooks found in {executed} (for the output checks)")
+    # no output carries what the kernel's machinery logged (a zmq traceback, a traitlets record): page and cell
+    logs = kernel_logs(executed)
+    check(not logs, "no kernel log line in any output (tools/notebook_kernel.py)"
+          + (f"; the pages show:\n{logs[:4000]}" if logs else ""))
     check(not leaks, f"no absolute machine path in outputs or pages ({len(leaks)}: {leaks[:8]})")
 
     # no empty figure

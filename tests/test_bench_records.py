@@ -17,18 +17,36 @@ its own rows, in its order. This file holds the rest of the contract without run
 - its page reads it (the record's path appears in a code cell of the page), and every record a page's code
   names exists;
 - the scripts still write such records (tiny sizes, into a temporary folder).
+
+Every record in `results/bench`, the training records and the speed records (chapter 2's `bench_mhsa.json`,
+chapter 10's `bench_vit_vs_hf.json`) alike, also proves it still reproduces: it says where it came from (script,
+command, a clean commit that exists) and lists the source files its command runs with their SHA-256
+(`sources`, computed by `tools/records.py` from the script's imports, never typed), and
+
+- its sources are the working tree's: a listed file whose hash differs, or an imported file it does not list,
+  makes the record stale, and the test fails with the command that re-records it (from a clean commit; or
+  `python tools/records.py --rerecord`, which runs every stale record's command and refuses a dirty tree);
+- its sources are those of its own commit (the same files and hashes read with `git show`), so the list was
+  written by the code it names;
+- the computed list covers what Python imports: every `txbook` or `bench/` module that importing the script
+  loads is on it.
 """
 import importlib.util, json, math, os, re, shlex, subprocess, sys
 
 import pytest
 from conftest import NBS, ROOT
 
+sys.path.insert(0, str(ROOT / "tools"))
+from records import at_commit, changes, source_files, source_hashes  # noqa: E402
+
 SCRIPTS = {"bench/bench_swin.py", "bench/bench_poslabels.py"}
-RECORDS = sorted(p for p in (ROOT / "results" / "bench").glob("*/*.json")
-                 if json.loads(p.read_text()).get("script") in SCRIPTS)
+ALL = sorted((ROOT / "results" / "bench").glob("*/*.json"))
+RECORDS = [p for p in ALL if json.loads(p.read_text()).get("script") in SCRIPTS]
 KEYS = {"page", "script", "command", "args", "commit", "dirty", "date", "machine", "seeds", "steps", "wall_s",
-        "cpu_s", "rows"}
+        "cpu_s", "rows", "sources"}
+ORIGIN = {"script", "command", "commit", "dirty", "date", "machine", "sources"}   # every record
 DATA = ROOT.parent / "shared" / "data"
+rel_id = lambda p: f"{p.parent.name}/{p.name}"
 
 
 def _bench(script: str):
@@ -73,23 +91,90 @@ def check_record(rec: dict, path=None):
     assert rec["wall_s"] > 0 and rec["cpu_s"] > 0
 
 
-@pytest.mark.parametrize("path", RECORDS, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", RECORDS, ids=rel_id)
 def test_record_is_complete_and_consistent(path):
     check_record(json.loads(path.read_text()), path.relative_to(ROOT / "results" / "bench"))
 
 
-@pytest.mark.parametrize("path", RECORDS, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", ALL, ids=rel_id)
+def test_record_says_where_it_came_from(path):
+    "Every record, speed or training: its page, script and command, a full commit and a clean tree"
+    rec = json.loads(path.read_text())
+    assert ORIGIN <= rec.keys(), f"{rel_id(path)}: lacks {sorted(ORIGIN - rec.keys())}"
+    assert rec.get("page", path.parent.name) == path.parent.name, (rec.get("page"), rel_id(path))
+    assert (ROOT / "nbs" / f"{path.parent.name}.ipynb").exists(), path.parent.name
+    assert rec["script"].startswith("bench/") and (ROOT / rec["script"]).exists(), rec["script"]
+    assert shlex.split(rec["command"])[:2] == ["python", rec["script"]], rec["command"]
+    assert re.fullmatch(r"[0-9a-f]{40}", rec["commit"] or ""), rec["commit"]
+    assert rec["dirty"] is False, f"{rel_id(path)}: recorded from a tree with uncommitted changes"
+
+
+def _shallow() -> bool:
+    return subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=ROOT, capture_output=True,
+                          text=True).stdout.strip() == "true"
+
+
+@pytest.mark.parametrize("path", ALL, ids=rel_id)
 def test_record_names_a_commit_that_exists(path):
     sha = json.loads(path.read_text())["commit"]
-    shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=ROOT, capture_output=True,
-                             text=True).stdout.strip()
-    if shallow == "true":
+    if _shallow():
         pytest.skip("a shallow clone cannot tell whether an old commit exists")
     r = subprocess.run(["git", "cat-file", "-e", f"{sha}^{{commit}}"], cwd=ROOT, capture_output=True)
     assert r.returncode == 0, f"{path.name} names commit {sha}, which is not in this repository"
 
 
-@pytest.mark.parametrize("path", RECORDS, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", ALL, ids=rel_id)
+def test_record_still_reproduces(path):
+    "The files the record's command runs are as they were when it was recorded (else: re-record it)"
+    rec = json.loads(path.read_text())
+    why = changes(rec)
+    assert not why, (f"results/bench/{rel_id(path)} is stale: its command no longer runs the code that wrote "
+                     f"it (recorded at {rec['commit'][:9]}):\n    " + "\n    ".join(why)
+                     + f"\nRe-record it from a clean commit:\n    {rec['command']}\n"
+                     f"(or every stale record: python tools/records.py --rerecord)")
+
+
+@pytest.mark.parametrize("path", ALL, ids=rel_id)
+def test_record_sources_are_its_commits(path):
+    "The listed files and hashes are those of the record's own commit: computed there, not typed"
+    rec = json.loads(path.read_text())
+    if _shallow():
+        pytest.skip("a shallow clone may not hold the record's commit")
+    assert rec["sources"] == source_hashes(rec["script"], at_commit(rec["commit"])), \
+        f"{rel_id(path)}: its sources are not the files its commit {rec['commit'][:9]} would list"
+
+
+@pytest.mark.parametrize("script", sorted({json.loads(p.read_text())["script"] for p in ALL}))
+def test_source_files_cover_what_python_imports(script):
+    "Importing the script loads no txbook or bench/ module that its computed list leaves out"
+    probe = ("import importlib.util, json, sys; "
+             f"spec = importlib.util.spec_from_file_location('probe', {str(ROOT / script)!r}); "
+             "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); "
+             "print(json.dumps(sorted(getattr(v, '__file__', None) or '' for v in list(sys.modules.values()))))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    loaded = {os.path.relpath(f, ROOT) for f in json.loads(r.stdout.splitlines()[-1])
+              if f.startswith(str(ROOT / "txbook")) or f.startswith(str(ROOT / "bench"))}
+    missing = loaded - set(source_files(script))
+    assert "txbook/__init__.py" in loaded and not missing, f"{script} loads {sorted(missing)}, not listed"
+
+
+def test_a_changed_source_makes_a_record_stale():
+    "The staleness check itself: an edited hash, a missing file and an extra one are each reported"
+    rec = {"script": "bench/bench_mhsa.py", "sources": source_hashes("bench/bench_mhsa.py")}
+    assert changes(rec) == []
+    edited = dict(rec["sources"], **{"txbook/mhsa.py": "0" * 64})
+    assert changes({**rec, "sources": edited}) == ["txbook/mhsa.py: changed since the record"]
+    fewer = {k: v for k, v in rec["sources"].items() if k != "txbook/attention.py"}
+    assert changes({**rec, "sources": fewer}) == ["txbook/attention.py: imported now, not listed in the record"]
+    more = dict(rec["sources"], **{"txbook/vit.py": "0" * 64})
+    assert changes({**rec, "sources": more}) == ["txbook/vit.py: listed in the record, no longer imported"]
+    assert changes({"script": "bench/bench_mhsa.py"}) == ["the record lists no sources"]
+
+
+@pytest.mark.parametrize("path", ALL, ids=rel_id)
 def test_the_page_reads_its_record(path):
     rel = f"{path.parent.name}/{path.name}"
     assert rel in _code(path.parent.name), f"nbs/{path.parent.name}.ipynb does not read results/bench/{rel}"
@@ -132,3 +217,4 @@ def test_the_scripts_write_records(script, args, tmp_path):
     rec["command"] = rec["command"].replace(str(out), "OUT")     # what the record says, re-parsed
     rec["args"]["json"] = "OUT"
     check_record(rec)
+    assert rec["sources"] == source_hashes(script) and not changes(rec)   # the working tree's files

@@ -44,13 +44,16 @@ from conftest import NBS, ROOT, kernel_threads
 COLAB = {"Python": "3.13", "torch": "2.11", "transformers": "5.15", "numpy": "2.1.3", "fastcore": "2.2.12"}
 # What a Colab runtime preinstalls that the chapters (and tests/test_loaders.py: pytest) use, besides torch, at
 # Colab's versions where COLAB has them. Colab has many more (pandas, tqdm, ...: no chapter imports them; add
-# any a chapter starts to need). txbook's own dependencies einops and fastprogress (and safetensors, here only
+# any a chapter starts to need; appendix B's cross-checks need SciPy, which scikit-learn brings, and statsmodels,
+# both in Colab's image). txbook's own dependencies einops and fastprogress (and safetensors, here only
 # through transformers) are left out on purpose: the first cell's pip install must bring them.
 COLAB_PREINSTALLED = [f"numpy=={COLAB['numpy']}", "matplotlib", "ipywidgets", "ipykernel", "scikit-learn",
-                      f"transformers~={COLAB['transformers']}.0", f"fastcore=={COLAB['fastcore']}", "pytest"]
+                      "statsmodels", f"transformers~={COLAB['transformers']}.0",
+                      f"fastcore=={COLAB['fastcore']}", "pytest"]
 TORCH = os.environ.get("TORCH", "torch==2.13.0")
 sys.path.insert(0, str(ROOT / "tools"))
 from fetch_data import FILES as DATASETS   # the datasets the chapters read: name -> (file, urls, sha256)
+from notebook_kernel import log_report, run_notebook   # a kernel of its own over ipc (issue 41)
 CELL_TIMEOUT = 900
 # The last cell appended to each chapter: proof that the run was the simulated Colab one
 PROBE = """import sys, txbook, json, txbook.core
@@ -61,6 +64,9 @@ SIZE = "smoke"   # the size the simulated runtime runs the chapters at (a Colab 
 
 
 def _run(*args, **kw):
+    # no PYTHONPATH (a developer's, pointing at this tree): the fresh venv must see only what it holds, and
+    # `python -m build` leaves txbook.egg-info in the tree, which pip freeze would list as installed
+    kw.setdefault("env", {k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     r = subprocess.run([str(a) for a in args], capture_output=True, text=True, **kw)
     assert r.returncode == 0, f"{' '.join(map(str, args))} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     return r.stdout
@@ -160,11 +166,14 @@ def _no_shared_above(folder):
     return not any((d / "shared" / "data").exists() for d in (folder, *folder.parents))
 
 
+def execute_in_runtime(nb, folder, env: dict, kernels, timeout: int = CELL_TIMEOUT) -> None:
+    """Execute `nb` in place in a new kernel of the runtime's kernelspec `colab` (in folder `kernels`), from
+    `folder`; the kernel hears no other kernel's client (tools/notebook_kernel.py, tests/test_kernels.py)"""
+    run_notebook(nb, folder, env, timeout, kernel_name="colab", kernel_dirs=[kernels])
+
+
 @pytest.mark.parametrize("path", NBS, ids=lambda p: p.stem)
 def test_chapter_runs_in_colab(colab, path):
-    from jupyter_client.kernelspec import KernelSpecManager
-    from jupyter_client.manager import KernelManager
-    from nbclient import NotebookClient
     from nbformat import read, write, NO_CONVERT
     from nbformat.v4 import new_code_cell
 
@@ -181,15 +190,13 @@ def test_chapter_runs_in_colab(colab, path):
     assert [p.name for p in work.iterdir()] == [path.name]
     nb = read(work / path.name, as_version=4)
     nb.cells.append(new_code_cell(PROBE))
-    specs = KernelSpecManager(kernel_dirs=[str(colab["kernels"])])
-    km = KernelManager(kernel_name="colab", kernel_spec_manager=specs)
-    client = NotebookClient(nb, km=km, timeout=CELL_TIMEOUT, resources={"metadata": {"path": str(work)}})
     t0 = time.time()
-    try: client.execute(env=env)
+    try: execute_in_runtime(nb, work, env, colab["kernels"])
     finally:
         write(nb, work / f"{path.stem}.executed.ipynb", version=NO_CONVERT)
-        if km.has_kernel: km.shutdown_kernel(now=True)   # nbclient leaves a kernel it did not start
     print(f"{path.name}: {time.time() - t0:.0f}s wall in the simulated Colab runtime, {SIZE} size")
+    logs = log_report(path.stem, nb)
+    assert not logs, f"{path.name}: kernel log lines in the outputs (tools/notebook_kernel.py):\n{logs[-6000:]}"
     probe = json.loads("".join(o.get("text", "") for o in nb.cells[-1].outputs if o.get("name") == "stdout"))
     assert probe["colab"], "google.colab was not imported in the kernel"
     assert probe["version"] == txbook.__version__

@@ -3,9 +3,11 @@
 Its assertions are the package's unit tests. Each chapter is read with the book's reader (nbdev directives
 become cell tags, `#| eval: false` cells are skipped), executed by nbclient in a Jupyter kernel (`python3`,
 working folder `nbs/`, the book's cell timeout, no `allow_errors`), the way myst-nb executes it in
-`make book`. The executed notebook is saved in `_build/executed/<stem>.ipynb` with a key (hashes of the
-notebook and of `txbook/`, and the chapter's size line); `make book` shows those outputs instead of running
-the chapter again when the key still matches (book/_ext/txbook_book.py, `read_book`).
+`make book`; the kernel runs over `ipc` in a folder of its own (tools/notebook_kernel.py), and a kernel log
+line in any output fails the chapter, naming the cell. The executed notebook is saved in
+`_build/executed/<stem>.ipynb` with a key (hashes of the notebook and of `txbook/`, and the chapter's size
+line); `make book` shows those outputs instead of running the chapter again when the key still matches
+(book/_ext/txbook_book.py, `read_book`).
 
 What differs from `nbdev-test` (still the developer's one-notebook command): a real kernel instead of nbdev's
 in-process shell, and `IN_TEST` is not set, so `fit` draws its progress bars as on the site. As `nbdev-test`
@@ -13,7 +15,7 @@ does, cells flagged with one of `tst_flags` (pyproject.toml, `#| notest`) are sk
 cell is not reused by the book, which runs all of it. Sizes: quick, as under `nbdev-test` (no GPU here; on a
 machine with a CUDA GPU the pass sets `TXBOOK_SIZE=quick` unless the caller chose a size).
 """
-import json, os, time, tomllib
+import json, os, sys, time, tomllib
 from unittest import mock
 
 import pytest
@@ -21,6 +23,8 @@ import yaml
 from conftest import NBS, ROOT, kernel_threads
 
 from txbook_book import EXECUTED, execution_key, parse_directives, read_nbdev, save_executed
+sys.path.insert(0, str(ROOT / "tools"))
+from notebook_kernel import log_report, run_notebook  # noqa: E402
 
 TIMEOUT = yaml.safe_load((ROOT / "_config.yml").read_text())["execute"]["timeout"]   # the book's
 TST_FLAGS = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["nbdev"].get("tst_flags", "").split())
@@ -58,22 +62,29 @@ def read_for_test(path):
     return text, nb, n
 
 
+def execute(nb, folder, env: dict, timeout: int = TIMEOUT) -> None:
+    """Execute `nb` in place in a new kernel of its kernelspec (`python3`), working folder `folder`, as the book
+    does; the kernel hears no other kernel's client (tools/notebook_kernel.py, tests/test_kernels.py)"""
+    run_notebook(nb, folder, env, timeout, kernel_name=nb.metadata.get("kernelspec", {}).get("name", "python3"),
+                 allow_errors=False)
+
+
 @pytest.mark.parametrize("path", NBS, ids=lambda p: p.name)
 def test_notebook(path):
-    from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError
     text, nb, skipped = read_for_test(path)
     (EXECUTED / f"{path.stem}.key.json").unlink(missing_ok=True)   # no stale record if this run fails
     env = kernel_env()
-    client = NotebookClient(nb, timeout=TIMEOUT, allow_errors=False,
-                            kernel_name=nb.metadata.get("kernelspec", {}).get("name", "python3"),
-                            resources={"metadata": {"path": str(path.parent)}})
     t0 = time.time()
     try:
-        client.execute(env=env)
+        execute(nb, path.parent, env)
     except (CellExecutionError, CellTimeoutError) as e:
         pytest.fail(f"{path.name} failed at quick size:\n{str(e)[-6000:]}", pytrace=False)
     wall = time.time() - t0
+    logs = log_report(path.stem, nb)   # what the kernel's machinery wrote into a cell: never part of a page
+    if logs:
+        pytest.fail(f"{path.name}: kernel log lines in the outputs (tools/notebook_kernel.py):\n{logs[-6000:]}",
+                    pytrace=False)
     key = {**execution_key(text, ROOT, size_note_in(env)), "reusable": skipped == 0,
            "seconds": round(wall, 1)}
     save_executed(nb, path.stem, key)

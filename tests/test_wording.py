@@ -26,8 +26,6 @@ ALLOWED = {
     ("06_seq2seq", "about the same"): "arithmetic: the three models are built at about the same size (their "
                                       "parameter counts, matched within a stated tolerance by a cell)",
     ("07_translate", "as good as"): "exercise: beam search need not find a hypothesis at least as good as greedy's",
-    ("09_heads", "depends on the rate"): "NOT YET FIXED (issue 43, phase 2; R1 N7): 'how the two heads compare "
-                                         "depends on the rate' from one resolved verdict in four, uncorrected",
     ("09_heads", "indistinguishable"): "exercise: which image a digit becomes indistinguishable from (a fact "
                                        "about images, not a verdict)",
     ("10_vit", "about as much"): "arithmetic: two CNN runs would cost about as much CPU time as the ViT runs",

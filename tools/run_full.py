@@ -43,13 +43,13 @@ def commit_info() -> dict:
     if sha is None:
         return {"commit": os.environ.get("TXBOOK_COMMIT") or None,
                 "dirty": os.environ.get("TXBOOK_DIRTY", "") not in ("", "0")}
-    status = git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": sha, "dirty": bool(status)}
+    status = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results")
+    return {"commit": sha, "dirty": bool(status)}   # results/ aside: a run writes records as it goes
 
 
 
 def bench_meta(script: str, argv: list[str]) -> dict:
-    "What a bench record says about where it came from: the script, its command, commit, date and machine"
+    "What a bench record says about where it came from: script, command, commit, sources, date, machine"
     import shlex
     import torch
     sys.path.insert(0, str(ROOT))
@@ -59,9 +59,10 @@ def bench_meta(script: str, argv: list[str]) -> dict:
     if os.path.exists('/proc/cpuinfo'):
         cpu = next((l.split(':', 1)[1].strip() for l in open('/proc/cpuinfo')
                     if l.startswith('model name')), cpu)
+    from records import source_hashes                   # tools/records.py: what the command runs
     dev = default_device()
     return {'script': 'bench/' + name, 'command': 'python bench/' + name + ' ' + shlex.join(argv),
-            **commit_info(),
+            **commit_info(), 'sources': source_hashes('bench/' + name),
             'date': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
             'machine': {'cpu': cpu, 'cpu_count': os.cpu_count(), 'device': str(dev),
                         'gpu': torch.cuda.get_device_name(dev) if dev.type == 'cuda' else None,
@@ -98,16 +99,14 @@ def chapters(names) -> list[Path]:
 def execute(path: Path, results_file: Path, size: str, timeout: int, executed: Path | None) -> dict:
     "Execute one notebook in this process; returns {'status', 'wall_s', 'error'}"
     import nbformat
-    from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError
+    from notebook_kernel import run_notebook   # a kernel of its own over ipc: --jobs N start N at once
     os.environ.update(TXBOOK_SIZE=size, TXBOOK_RESULTS=str(results_file))
     for k in ("TXBOOK_QUICK", "IN_TEST"): os.environ.pop(k, None)
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
     t0, status, error = time.time(), "ok", None
     try:
-        client.execute()
+        run_notebook(nb, path.parent, dict(os.environ), timeout, kernel_name="python3")
     except CellTimeoutError as e:
         status, error = "timeout", str(e)[-2000:]
     except CellExecutionError as e:

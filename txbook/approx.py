@@ -50,16 +50,17 @@ def positive_features(x:Tensor, # (..., N, d)
                       w:Tensor, # (m, d) from `random_features`
                       *,
                       subtract_max:Literal['none', 'row', 'all']='none', # see below
-                     ) -> Tensor: # (..., N, m) φ(x), so that E[φ(q)·φ(k)] = exp(q·k)
-    "FAVOR+'s positive random features φ(x) = exp(w x - |x|²/2) / √m, optionally rescaled"
+                      eps:float=0.0, # added to every feature after the exponential (see below)
+                     ) -> Tensor: # (..., N, m) φ(x): E[φ(q)·φ(k)] = exp(q·k) if 'none', eps = 0
+    "FAVOR+'s positive random features φ(x) = (exp(w x - |x|²/2) + eps) / √m, optionally rescaled"
     z = feature_logits(x, w)
     if subtract_max == 'row':                     # one constant per row (a query): cancels in o_n
-        z = z - z.amax(-1, keepdim=True).detach()
+        z = z - z.amax(-1, keepdim=True)
     elif subtract_max == 'all':                   # one constant for all rows (the keys)
-        z = z - z.amax((-2, -1), keepdim=True).detach()
+        z = z - z.amax((-2, -1), keepdim=True)
     elif subtract_max != 'none':
         raise ValueError(f"subtract_max must be 'none', 'row' or 'all', got {subtract_max!r}")
-    return torch.exp(z) / math.sqrt(w.shape[-2])
+    return (torch.exp(z) + eps) / math.sqrt(w.shape[-2])
 
 # %% ../nbs/19_approx.ipynb #c8e51c8f
 def performer_attention(q:Tensor,             # (..., N, Dh) queries
@@ -70,32 +71,52 @@ def performer_attention(q:Tensor,             # (..., N, Dh) queries
                         is_causal:bool=False, # prefix sums: query n sees keys 0..n
                         chunk:int=64,         # causal only: queries per chunk
                         scale:float|None=None, # logit scale, default 1/√Dh
+                        eps:float=1e-6,       # added to every feature (Google's reference value)
                        ) -> Tensor:           # (..., N, Dv)
     "FAVOR+: softmax attention with exp(q·k) replaced by φ(q)·φ(k); cost linear in N"
+    if not (isinstance(chunk, int) and chunk >= 1):
+        raise ValueError(f"chunk must be an integer >= 1, got {chunk}")
+    if not eps >= 0:
+        raise ValueError(f"eps must be >= 0, got {eps}")
     s = (1 / math.sqrt(q.shape[-1]) if scale is None else scale) ** 0.5   # split between q, k
-    qf = positive_features(q * s, w, subtract_max='row')              # (..., N, m)
-    if not is_causal:
-        kf = positive_features(k * s, w, subtract_max='all')          # (..., N, m)
+    qf = positive_features(q * s, w, subtract_max='row', eps=eps)     # (..., N, m)
+    if not is_causal:                                   # every query sees every key
+        kf = positive_features(k * s, w, subtract_max='all', eps=eps) # (..., N, m)
         num = qf @ (kf.mT @ v)                                        # (..., N, Dv) via (m, Dv)
         den = qf @ kf.sum(-2).unsqueeze(-1)                           # (..., N, 1)
         return num / den
-    kz = feature_logits(k * s, w)                                     # (..., N, m) exponents
-    lead, m = kz.shape[:-2], w.shape[0]
-    S = torch.zeros(*lead, m, v.shape[-1], dtype=v.dtype, device=v.device)
-    z = torch.zeros(*lead, m, 1, dtype=v.dtype, device=v.device)
-    run = torch.full((*lead, 1, 1), float('-inf'), dtype=kz.dtype, device=kz.device)
+    kz = feature_logits(k * s, w)                       # (..., N, m) the keys' exponents
+    top = kz.amax(-1, keepdim=True)                     # (..., N, 1) κ_j, key j's largest
+    mu = top.cummax(-2).values                          # (..., N, 1) μ_n: max over keys 0..n
+    kt = torch.exp(kz - top)                            # (..., N, m) <= 1, never all zero
+    N, m, Dv = q.shape[-2], w.shape[0], v.shape[-1]
+    lead = kz.shape[:-2]
+    S = torch.zeros(*lead, m, Dv, dtype=v.dtype, device=v.device)  # Σ e^(z_j - μ) v_j so far
+    z = torch.zeros(*lead, m, 1, dtype=v.dtype, device=v.device)   # Σ e^(z_j - μ) so far
+    vsum = torch.zeros(*lead, 1, Dv, dtype=v.dtype, device=v.device)  # Σ v_j so far (ε's part)
+    mu_prev = torch.full((*lead, 1, 1), float('-inf'), dtype=kz.dtype, device=kz.device)
     out = []
-    for j in range(0, q.shape[-2], chunk):                  # S = Σ φ(k) vᵀ, z = Σ φ(k) so far
-        kzc = kz[..., j:j + chunk, :]
-        new = torch.maximum(run, kzc.amax((-2, -1), keepdim=True).detach())  # running key max
-        S, z = S * torch.exp(run - new), z * torch.exp(run - new)  # as the online softmax
-        kc = torch.exp(kzc - new) / math.sqrt(m)                # (..., c, m), the past's scale
-        qc, vc = qf[..., j:j + chunk, :], v[..., j:j + chunk, :]
-        a = (qc @ kc.mT).tril()                             # (..., c, c) inside the chunk
-        out.append((qc @ S + a @ vc) / (qc @ z + a.sum(-1, keepdim=True)))
-        S = S + kc.mT @ vc                                  # (..., m, Dv)
-        z = z + kc.sum(-2).unsqueeze(-1)                    # (..., m, 1)
-        run = new
+    for j0 in range(0, N, chunk):
+        rows = slice(j0, j0 + chunk)
+        qc, vc, kc = qf[..., rows, :], v[..., rows, :], kt[..., rows, :]
+        tc, muc = top[..., rows, :], mu[..., rows, :]                 # (..., c, 1) κ_j, μ_n
+        c = qc.shape[-2]
+        back = torch.exp(mu_prev - muc)                 # (..., c, 1) the past, to each μ_n (<= 1)
+        later = torch.ones(c, c, dtype=torch.bool, device=q.device).triu(1)   # key after query
+        gap = (tc.mT - muc).masked_fill(later, float('-inf'))        # (..., c, c) κ_j - μ_n
+        a = (qc @ kc.mT) * torch.exp(gap)               # (..., c, c) inside the chunk, j <= n
+        qsum = qc.sum(-1, keepdim=True)                 # (..., c, 1) Σ_i φ(q_n)_i, for ε
+        seen = torch.arange(j0 + 1, j0 + c + 1, dtype=v.dtype, device=v.device)[:, None]
+        num = back * (qc @ S) + a @ vc + eps * qsum * (vsum + vc.cumsum(-2))
+        den = back * (qc @ z) + a.sum(-1, keepdim=True) + eps * qsum * seen
+        out.append(num / den)
+        if j0 + chunk >= N: break                       # the last chunk: no later query needs S, z
+        end = muc[..., -1:, :]                          # μ after the chunk's last key
+        kc_end = kc * torch.exp(tc - end)               # (..., c, m) e^(z_j - μ_end)
+        S = S * torch.exp(mu_prev - end) + kc_end.mT @ vc    # (..., m, Dv)
+        z = z * torch.exp(mu_prev - end) + kc_end.sum(-2).unsqueeze(-1)   # (..., m, 1)
+        vsum = vsum + vc.sum(-2, keepdim=True)
+        mu_prev = end
     return torch.cat(out, dim=-2)
 
 # %% ../nbs/19_approx.ipynb #8ea3df93

@@ -8,11 +8,12 @@ Docs: https://txbook.github.io/txbook/nbs/efficient.html.md"""
 from __future__ import annotations
 import math
 import torch
+import torch.utils.checkpoint
 from torch import Tensor
 from .attention import check_qkv, check_mask, kv_groups
 
 # %% auto #0
-__all__ = ['blockwise_attention', 'causal_tile_skipped', 'FlashAttention', 'flash_attention']
+__all__ = ['blockwise_attention', 'causal_tile_skipped', 'FlashAttention', 'flash_attention', 'chunked_attention']
 
 # %% ../nbs/18_efficient.ipynb #00fb9652
 def _block_mask(mask, j, b, N, M, is_causal, device):
@@ -101,6 +102,18 @@ def _grouped(q, k, v, mask, g):
     return q, k, v, mask
 
 # %% ../nbs/18_efficient.ipynb #a1873032
+class _NoSecondDerivative(torch.autograd.Function):
+    "Passes gradients on unchanged; differentiating them raises, as PyTorch's fused kernels do"
+    @staticmethod
+    def forward(ctx, dq, dk, dv, *inputs):     # inputs: what the gradients depend on (q, k, v, dO)
+        return dq.clone(), dk.clone(), dv.clone()
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError("flash_attention has no second derivative: its backward pass is not "
+                           "differentiable (as PyTorch's fused attention kernels); for a double "
+                           "backward use txbook.attention.attention(..., fused=False)")
+
 class FlashAttention(torch.autograd.Function):
     "FlashAttention-2 in PyTorch: tiled forward saving O and the log-sum-exp; recomputing backward"
     @staticmethod
@@ -142,6 +155,16 @@ class FlashAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dout):
+        with torch.no_grad():                                          # no graph of their own
+            grads = FlashAttention.gradients(ctx, dout)
+        if torch.is_grad_enabled():                  # create_graph=True: refuse a 2nd derivative
+            q, k, v = ctx.saved_tensors[:3]
+            grads = _NoSecondDerivative.apply(*grads, q, k, v, dout)
+        return tuple(grads) + (None,) * 7                             # no gradient for the options
+
+    @staticmethod
+    def gradients(ctx, dout):
+        "dQ, dK, dV by Algorithm 2: key blocks outside, P_ij recomputed from the stored L"
         q, k, v, out, lse, *mask = ctx.saved_tensors
         is_causal, offset, scale, block_q, block_k, g = ctx.options
         qg, kg, vg, mg = _grouped(q, k, v, mask[0] if mask else None, g)
@@ -153,8 +176,8 @@ class FlashAttention(torch.autograd.Function):
         dk = torch.zeros(kg.shape, dtype=acc, device=q.device)
         dv = torch.zeros(vg.shape, dtype=acc, device=q.device)
         for j0 in range(0, M, block_k):                                # outer loop: key blocks
-            kj = kg[..., j0:j0 + block_k, :].to(acc)
-            vj = vg[..., j0:j0 + block_k, :].to(acc)
+            kj = kg[..., j0:j0 + block_k, :].to(acc, copy=True)        # K_j, V_j to chip, once
+            vj = vg[..., j0:j0 + block_k, :].to(acc, copy=True)
             dk_j, dv_j = torch.zeros_like(kj), torch.zeros_like(vj)    # stay on chip in the kernel
             for i0 in range(0, N, block_q):                            # inner loop: query blocks
                 rows = slice(i0, i0 + block_q)
@@ -163,18 +186,18 @@ class FlashAttention(torch.autograd.Function):
                 qi = qg[..., rows, :].to(acc) * scale
                 s = _tile_logits(qi, kj, mg, i0, j0, is_causal, offset)
                 p = torch.exp(s - lse[..., rows, :])                   # P_ij recomputed, normalised
-                dv_j += (p.mT @ do[..., rows, :]).sum_to_size(dv_j.shape)   # dV_j += P_ijᵀ dO_i
-                dp = do[..., rows, :] @ vj.mT                          # dP_ij = dO_i V_jᵀ
+                do_i = do[..., rows, :].clone()                        # dO_i to chip
+                dv_j += (p.mT @ do_i).sum_to_size(dv_j.shape)          # dV_j += P_ijᵀ dO_i
+                dp = do_i @ vj.mT                                      # dP_ij = dO_i V_jᵀ
                 ds = p * (dp - D[..., rows, :])                    # dS_ij = P_ij ∘ (dP_ij − D_i)
-                dq[..., rows, :] += scale * (ds @ kj)                  # dQ_i += dS_ij K_j / √Dh
+                dq[..., rows, :].add_(scale * (ds @ kj))     # dQ_i += dS_ij K_j / √Dh (atomic add)
                 dk_j += (ds.mT @ qi).sum_to_size(dk_j.shape)           # dK_j += dS_ijᵀ Q_i / √Dh
             dk[..., j0:j0 + block_k, :] = dk_j
             dv[..., j0:j0 + block_k, :] = dv_j
         dq = dq.sum_to_size(qg.shape)
         if g > 1: dq, dk, dv = dq.flatten(-4, -3), dk.squeeze(-3), dv.squeeze(-3)
-        grads = (dq.to(q.dtype), dk.sum_to_size(k.shape).to(k.dtype),
-                 dv.sum_to_size(v.shape).to(v.dtype))
-        return grads + (None,) * 7                                    # no gradient for the options
+        return (dq.to(q.dtype), dk.sum_to_size(k.shape).to(k.dtype),
+                dv.sum_to_size(v.shape).to(v.dtype))
 
 def flash_attention(q:Tensor,              # (..., H, N, Dh) queries
                     k:Tensor,              # (..., H_kv, M, Dh) keys (H_kv divides H: GQA)
@@ -202,3 +225,56 @@ def flash_attention(q:Tensor,              # (..., H, N, Dh) queries
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
     block_q = q.shape[-2] if block_q is None else block_q
     return FlashAttention.apply(q, k, v, mask, is_causal, offset, scale, block_q, block_k, io)
+
+# %% ../nbs/18_efficient.ipynb #8b5e20f4
+def _chunk_summary(qc, kc, vc, i0, j0, is_causal):
+    "One query chunk against one key chunk (q scaled): Σ e^(s-μ) v, Σ e^(s-μ) and μ, the row max"
+    s = qc @ kc.mT                                                     # (..., bq, bk)
+    if is_causal and j0 + kc.shape[-2] - 1 > i0:                       # crosses the diagonal
+        n = torch.arange(i0, i0 + qc.shape[-2], device=s.device)[:, None]
+        m = torch.arange(j0, j0 + kc.shape[-2], device=s.device)
+        s = s.masked_fill(m > n, float('-inf'))
+    mu = s.amax(-1, keepdim=True).detach()                   # the paper's stop_gradient: it cancels
+    p = torch.exp(s - mu.masked_fill(mu == float('-inf'), 0.0))        # rows with no key here: 0
+    return p @ vc, p.sum(-1, keepdim=True), mu
+
+def chunked_attention(q:Tensor,                 # (..., N, Dh) queries
+                      k:Tensor,                 # (..., M, Dh) keys
+                      v:Tensor,                 # (..., M, Dv) values
+                      *,
+                      query_chunk:int|None=1024, # queries per chunk (None: all N), the paper's 1024
+                      key_chunk:int=4096,       # keys per chunk, the paper's 4096
+                      is_causal:bool=False,     # query n sees keys 0..n
+                      scale:float|None=None,    # logit scale, default 1/√Dh
+                      checkpoint:bool=True,     # recompute each chunk in the backward pass
+                     ) -> Tensor:               # (..., N, Dv)
+    "Rabe and Staats: exact attention in query and key chunks, each chunk's summary checkpointed"
+    for name, b in (('query_chunk', query_chunk), ('key_chunk', key_chunk)):
+        if not (b is None and name == 'query_chunk' or isinstance(b, int) and b >= 1):
+            raise ValueError(f"{name} must be an integer >= 1, got {b}")
+    check_qkv(q, k, v)
+    g = kv_groups(q, k)
+    if g > 1: k, v = k.repeat_interleave(g, dim=-3), v.repeat_interleave(g, dim=-3)
+    acc = torch.promote_types(q.dtype, torch.float32)                  # accumulate in >= float32
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    N, M = q.shape[-2], k.shape[-2]
+    bq = N if query_chunk is None else query_chunk
+    outs = []
+    for i0 in range(0, N, bq):                                         # query chunks
+        qc = q[..., i0:i0 + bq, :].to(acc) * scale
+        parts = []                                                     # (Σ e^(s-μ) v, Σ e^(s-μ), μ)
+        for j0 in range(0, M, key_chunk):                              # key chunks
+            if is_causal and causal_tile_skipped(i0, i0 + qc.shape[-2], j0): break
+            args = (qc, k[..., j0:j0 + key_chunk, :].to(acc), v[..., j0:j0 + key_chunk, :].to(acc),
+                    i0, j0, is_causal)
+            parts.append(torch.utils.checkpoint.checkpoint(_chunk_summary, *args,
+                                                           use_reentrant=False)
+                         if checkpoint else _chunk_summary(*args))
+        top = torch.stack([mu for *_, mu in parts]).amax(0)          # (..., bq, 1) the global max
+        num, den = 0, 0
+        for u, ell, mu in parts:                                       # eq. ex-eff-1's merge
+            alpha = torch.exp(mu - top)                                # outside the graph
+            num = num + alpha * u
+            den = den + alpha * ell
+        outs.append(num / den)
+    return torch.cat(outs, dim=-2).to(q.dtype)

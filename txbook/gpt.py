@@ -63,7 +63,8 @@ def sample_next(logits:Tensor,             # (B, V) logits of the next token
                 generator:torch.Generator|None=None,
                ) -> Tensor:                # (B, 1) sampled token ids
     "Draw the next token from `softmax(logits / temperature)` restricted to the top k"
-    if temperature < 0: raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if not math.isfinite(temperature) or temperature < 0:
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
     if top_k is not None and top_k < 0:
         raise ValueError(f"top_k must be >= 0 (0 or None: no cut), got {top_k}")
     if temperature == 0: return logits.argmax(-1, keepdim=True)
@@ -153,6 +154,7 @@ class GPT(nn.Module):
     def forward(self, idx:Tensor,                  # (B, N) token ids
                 *,
                 caches:list[KVCache]|None=None,    # one per block: `idx` continues their tokens
+                check:bool=True,                   # eager only: refuse ids outside the vocabulary
                ) -> Tensor:                        # (B, N, V) next-token logits after each prefix
         "Logits for the token after every prefix; with `caches`, attend to the cached tokens too"
         if caches is not None and len(caches) != len(self.blocks):
@@ -164,7 +166,17 @@ class GPT(nn.Module):
         if self.pos_emb is not None and past + idx.shape[1] > self.cfg.block_size:
             raise ValueError(f"sequence length {past + idx.shape[1]} exceeds the context length "
                              f"block_size={self.cfg.block_size} of the learned position table")
-        x = self.tok_emb(idx)                                               # (B, N, D)
+        if torch.compiler.is_compiling() or not check:     # compiled: one graph, no value check
+            x = self.tok_emb(idx)                                           # (B, N, D)
+        elif idx.device.type == 'cpu':                      # the lookup refuses a bad id itself:
+            try:
+                x = self.tok_emb(idx)
+            except IndexError:
+                self.check_ids(idx)                         # name it (a ValueError)
+                raise
+        else:                                               # a GPU would assert in its kernel:
+            self.check_ids(idx)                             # look first (one host sync)
+            x = self.tok_emb(idx)
         if self.pos_emb is not None: x = self.pos_emb(x, offset=past)       # RoPE: in attention
         x = self.drop(x)
         for blk, cache in zip(self.blocks, caches or [None] * len(self.blocks)):
@@ -173,13 +185,15 @@ class GPT(nn.Module):
 
     def check_ids(self, idx:Tensor, # token ids, any shape
                  ):
-        "Raise `ValueError` for ids outside the vocabulary; reads the values, so not in `forward`"
+        "Raise `ValueError` naming an id outside the vocabulary; it reads the ids (a host sync)"
         V = self.cfg.vocab_size
         if idx.numel() == 0: return
-        lo, hi = idx.min().item(), idx.max().item()     # values to Python: a host sync on a GPU
+        lo, hi = torch.stack(list(idx.aminmax())).tolist()   # one read: a host sync on a GPU
         if lo < 0 or hi >= V:
-            raise ValueError(f"token ids must be in [0, {V}) for vocab_size={V}; "
-                             f"got min {lo}, max {hi}")
+            bad = idx[(idx < 0) | (idx >= V)]
+            raise ValueError(f"token ids must be in [0, {V}) for vocab_size={V}; got "
+                             f"{bad[0].item()} ({bad.numel()} of {idx.numel()} ids outside, "
+                             f"min {lo}, max {hi})") from None
 
     @torch.no_grad()
     def generate(self, idx:Tensor,          # (B, N) prompt token ids
@@ -202,12 +216,12 @@ class GPT(nn.Module):
         with eval_mode(self):
             for _ in range(max_new_tokens):
                 if not use_cache:
-                    logits = self(idx[:, -window:])                 # (B, N, V), N ≤ window
+                    logits = self(idx[:, -window:], check=False)    # (B, N, V), N ≤ window
                 elif caches is None or len(caches[0]) == window:  # start, or the window slides:
                     caches = self.new_caches()    # every position changes, so refill
-                    logits = self(idx[:, -window:], caches=caches)  # from the whole window
+                    logits = self(idx[:, -window:], caches=caches, check=False)   # whole window
                 else:
-                    logits = self(idx[:, -1:], caches=caches)               # the newest token
+                    logits = self(idx[:, -1:], caches=caches, check=False)  # the newest token
                 nxt = sample_next(logits[:, -1], temperature=temperature, top_k=top_k,
                                   generator=generator)                      # (B, 1)
                 idx = torch.cat([idx, nxt], dim=1)

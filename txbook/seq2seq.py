@@ -148,6 +148,7 @@ class EncoderDecoder(nn.Module):
         "Greedy decoding: feed back the most likely allowed token, until every `eos` or `max_new`"
         if (eos is None) != (pad is None):
             raise ValueError(f"eos and pad go together: got eos={eos}, pad={pad}")
+        if max_new < 1: raise ValueError(f"max_new must be >= 1, got {max_new}")
         memory = self.encode(src, src_keep=src_keep)
         B = src.shape[0]
         banned = [bos, *suppress] + ([] if pad is None else [pad])     # never a prediction

@@ -13,7 +13,8 @@ import torch
 
 # %% auto #0
 __all__ = ['SPREAD_RTOL', 'EQUAL_RTOL', 'SEEDS_WARNING', 'format_value', 'report', 'betainc', 't_cdf', 't_quantile', 'Verdict',
-           'seed_verdict', 'stats_verdict', 'equivalence_verdict', 'holm', 'holm_verdicts', 'Claim', 'claim', 'Family']
+           'seed_verdict', 'stats_verdict', 'equivalence_verdict', 'holm', 'holm_verdicts', 'Claim', 'claim', 'Family',
+           'items_verdict']
 
 # %% ../nbs/b_stats.ipynb #a9cbf6ac
 def _mean_std(v) -> tuple[float, float]:
@@ -468,3 +469,99 @@ class Family:
     def __repr__(self):
         return (f"Family({self.name!r}, {len(self.verdicts)} of {len(self.members)} run, "
                 f"alpha={self.alpha})")
+
+# %% ../nbs/b_stats.ipynb #b3d2f4a1
+from collections import Counter
+
+def _sign_flip_p(k:Sequence[int]) -> float:
+    "Exact two-sided p of the sum of k under random signs: P(|Σ ±|k_u|| >= |Σ k_u|), convolved"
+    import numpy as np
+    t = abs(sum(k))
+    groups = Counter(abs(int(x)) for x in k if x)          # magnitude m -> how many units have it
+    pmf = np.ones(1)                                        # the sum's distribution, from -total
+    for m, c in sorted(groups.items()):
+        # c units of size m add m·(2X − c), X ~ Bin(c, 1/2): c + 1 values 2m apart
+        log_binom = [math.lgamma(c + 1) - math.lgamma(j + 1) - math.lgamma(c - j + 1)
+                     - c * math.log(2) for j in range(c + 1)]
+        spread = np.zeros(2 * m * c + 1)
+        spread[::2 * m] = np.exp(log_binom)
+        pmf = np.convolve(pmf, spread)
+    total = sum(m * c for m, c in groups.items())
+    values = np.arange(-total, total + 1)
+    return float(min(1.0, pmf[np.abs(values) >= t].sum()))
+
+def items_verdict(a,   # A on each test item: 1 right, 0 wrong; shape (items,) or (seeds, items)
+                  b,   # B on the same items, in the same order; the same shape
+                  *, names:tuple[str, str],  # what A and B are called in the sentence
+                  clusters=None,   # (items,) labels: items with one label were drawn together
+                  alpha:float=0.05, fmt:str='.3g',
+                 ) -> Verdict:
+    "Is A right on more test items than B? An exact sign-flip test (McNemar's) and a t interval"
+    import numpy as np
+    _check_alpha(alpha)
+    A, B = names
+    a, b = (np.atleast_2d(torch.as_tensor(x).detach().double().cpu().numpy()) for x in (a, b))
+    if a.shape != b.shape or a.ndim != 2:
+        raise ValueError(f"{A} and {B} need the same shape, (items,) or (seeds, items): got "
+                         f"{a.shape} and {b.shape}")
+    bad = sorted(set(np.unique(np.concatenate([a.ravel(), b.ravel()]))) - {0.0, 1.0})
+    if bad: raise ValueError(f"items_verdict counts items right (1) or wrong (0), got {bad[0]}")
+    S, n = a.shape
+    if n < 2: raise ValueError(f"a verdict over items needs at least 2 items, got {n}")
+    k = (a - b).sum(0).round().astype(int)              # per item: S·(A − B), in -S..S
+    if clusters is None: members = [[i] for i in range(n)]
+    else:
+        labels = list(clusters.tolist() if hasattr(clusters, 'tolist') else clusters)
+        if len(labels) != n: raise ValueError(f"clusters: {len(labels)} labels for {n} items")
+        where = {}
+        for i, c in enumerate(labels): where.setdefault(c, []).append(i)
+        members = list(where.values())
+    C = len(members)
+    if C < 2: raise ValueError(f"a verdict over items needs at least 2 clusters, got {C}")
+    K = [int(sum(k[i] for i in m)) for m in members]    # per unit (item or cluster): S·Σ (A − B)
+    diff = sum(K) / (S * n)                              # A's accuracy − B's
+    dev = [Ku / S - len(m) * diff for Ku, m in zip(K, members)]
+    se = math.sqrt(C / (C - 1) * math.fsum(x * x for x in dev)) / n     # cluster-robust
+    p_exact = _sign_flip_p(K)
+    p_t = 2 * t_cdf(-abs(diff) / se, C - 1) if se > 0 else p_exact
+    p = max(p_exact, p_t)                 # both must resolve it: the word and the interval agree
+    unit = 'items' if clusters is None else 'clusters'
+    differ = sum(x != 0 for x in K)
+    acc = lambda x: (float(x.mean()), float(x.mean(1).std(ddof=1)) if S > 1 else float('nan'), S)
+    stats_a, stats_b = acc(a), acc(b)
+    what = (f"the {n} test items" if clusters is None else
+            f"the {n} test items in {C} clusters")
+    a_, b_ = f"{stats_a[0]:{fmt}}", f"{stats_b[0]:{fmt}}"
+    nan = float('nan')
+    if differ == 0:
+        text = (f"{A} ({a_}) against {B} ({b_}) over {what}: they are right on the same "
+                f"{unit} on every seed, so there is nothing to test; equal on these {unit} does "
+                f"not show equal methods")
+        return Verdict(names, *stats_a, *stats_b, 0.0, nan, nan, 1.0, 'sign-flip test over '
+                       + unit, alpha, 'not resolved', text)
+    word = ('better' if diff > 0 else 'worse') if p < alpha else 'not resolved'
+    t_part = f"; t over the {C} {unit}, p = {p_t:.2g}" if se > 0 else ''
+    if S == 1 and clusters is None:
+        wins = int(sum(x > 0 for x in K))
+        test = f"McNemar's exact test and t over {unit}"
+        how = (f"McNemar's exact test: {wins} items only {A} gets right, {differ - wins} only "
+               f"{B}, p = {p_exact:.2g}{t_part}")
+    else:
+        test = f"sign-flip test and t over {unit}"
+        seeds = f", {S} seeds averaged per item" if S > 1 else ''
+        where = unit if differ > 1 else unit[:-1]                       # 1 item, 1 cluster
+        how = (f"exact sign-flip test over the {differ} {where} where they differ{seeds}, "
+               f"p = {p_exact:.2g}{t_part}")
+    if se > 0:
+        half = t_quantile(1 - alpha / 2, C - 1) * se
+        low, high = diff - half, diff + half
+        ci = f"{round(100 * (1 - alpha))} % CI {low:+{fmt}} to {high:+{fmt}}"
+    else: low, high, ci = nan, nan, f"the same difference in every {unit[:-1]}, no interval"
+    if word == 'not resolved':
+        text = (f"{A} ({a_}) against {B} ({b_}) over {what}: not resolved at this budget, "
+                f"{A} − {B} = {diff:+{fmt}} ({ci}; {how})")
+    else:
+        text = (f"{A} ({a_}) is {word} than {B} ({b_}) over {what}: {A} − {B} = {diff:+{fmt}} "
+                f"({ci}; {how})")
+    return Verdict(names, *stats_a, *stats_b, diff, low, high, p, test, alpha, word, text)
+

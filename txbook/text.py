@@ -6,7 +6,7 @@ Docs: https://txbook.github.io/txbook/nbs/text.html.md"""
 
 # %% ../nbs/05_text.ipynb #9dff442f
 from __future__ import annotations
-import math, re
+import math, numbers, re
 from collections import Counter
 import torch
 from torch import nn, Tensor
@@ -14,10 +14,28 @@ from .core import eval_mode
 from .losses import lm_loss
 
 # %% auto #0
-__all__ = ['SPECIALS', 'CharTokenizer', 'pre_tokenize', 'pair_counts', 'merge_word', 'learn_merges', 'BPETokenizer', 'get_batch',
-           'estimate_loss', 'Windows']
+__all__ = ['SPECIALS', 'token_ids', 'CharTokenizer', 'pre_tokenize', 'pair_counts', 'merge_word', 'learn_merges', 'BPETokenizer',
+           'get_batch', 'estimate_loss', 'Windows']
 
 # %% ../nbs/05_text.ipynb #051ef6a0
+def token_ids(ids,         # a sequence or 1-D tensor of token ids
+              vocab_size:int, # V: the ids must lie in [0, V)
+             ) -> list[int]:
+    "The ids as Python ints, checked: whole numbers in [0, V), one dimension"
+    if isinstance(ids, Tensor):
+        if ids.ndim != 1 or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+            raise ValueError(f"token ids must be a 1-D tensor of whole numbers, got {ids.dtype} of "
+                             f"shape {tuple(ids.shape)}")
+        ids = ids.tolist()
+    out = []
+    for i in ids:
+        if isinstance(i, bool) or not isinstance(i, numbers.Integral):
+            raise ValueError(f"a token id must be a whole number, got {i!r}")
+        if not 0 <= i < vocab_size:
+            raise ValueError(f"token id {i} is outside the vocabulary of {vocab_size} tokens")
+        out.append(int(i))
+    return out
+
 class CharTokenizer:
     "Characters as tokens: the vocabulary is the sorted set of characters of a text"
     def __init__(self, text:str): # the text that defines the vocabulary
@@ -34,8 +52,8 @@ class CharTokenizer:
         return torch.tensor([self.stoi[c] for c in s], dtype=torch.long)
 
     def decode(self, ids) -> str: # a sequence or 1-D tensor of token ids
-        "The text the ids stand for"
-        return ''.join(self.chars[int(i)] for i in ids)
+        "The text the ids stand for; an id that is not a whole number in [0, V) raises `ValueError`"
+        return ''.join(self.chars[i] for i in token_ids(ids, self.vocab_size))
 
 # %% ../nbs/05_text.ipynb #f2c3d4e5
 def pre_tokenize(text:str) -> list[str]:
@@ -66,6 +84,11 @@ def learn_merges(texts:list[str], # training text
                  n_merges:int,    # merges to learn (the vocabulary grows by one each)
                 ) -> tuple[list[str], list[tuple[str, str]]]: # the alphabet, the merges in order
     "Byte-pair encoding: repeatedly fuse the most frequent adjacent pair into one symbol"
+    if isinstance(texts, str):
+        raise ValueError("texts must be a list of strings, got one string (it would be read as a "
+                         "list of one-character texts)")
+    if isinstance(n_merges, bool) or not isinstance(n_merges, numbers.Integral) or n_merges < 0:
+        raise ValueError(f"n_merges must be a whole number >= 0, got {n_merges!r}")
     words = Counter(tuple(w) for t in texts for w in pre_tokenize(t))
     chars = sorted({c for w in words for c in w})
     merges = []
@@ -126,10 +149,7 @@ class BPETokenizer:
     def decode(self, ids) -> str:
         "The text of `ids`, stopping at EOS, skipping PAD, BOS and tags"
         out = []
-        for i in (ids.tolist() if isinstance(ids, Tensor) else ids):
-            if not 0 <= i < len(self.itos):
-                raise ValueError(f"token id {i} is outside the vocabulary of "
-                                 f"{len(self.itos)} tokens")
+        for i in token_ids(ids, len(self.itos)):     # whole numbers in [0, V), or a ValueError
             if i == self.eos: break
             if i >= self.n_special: out.append(self.itos[i])
         return ''.join(out)

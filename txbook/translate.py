@@ -157,6 +157,7 @@ def beam_search(model:EncoderDecoder, src:Tensor, # (B, M) source ids
                ) -> tuple[Tensor, Tensor]:      # ids (B, K, max_new), scores (B, K): best first
     "Beam search as the toolkits do it: K live hypotheses from 2K candidates, finished ones pooled"
     if beam < 1: raise ValueError(f"beam must be >= 1, got {beam}")
+    if max_new < 1: raise ValueError(f"max_new must be >= 1, got {max_new}")
     B, K, dev = src.shape[0], beam, src.device
     memory = model.encode(src, src_keep=src_keep).repeat_interleave(K, 0)   # (B·K, M, D)
     keep = None if src_keep is None else src_keep.repeat_interleave(K, 0)
@@ -231,7 +232,8 @@ def translate(model:EncoderDecoder, tok:BPETokenizer, texts:list[str], lang:Lang
     src, keep = (t.to(dev) for t in pad_batch(seqs, tok.pad))
     kw = dict(bos=tok.bos, eos=tok.eos, pad=tok.pad, src_keep=keep,
               suppress=tuple(range(tok.eos + 1, tok.n_special)))          # the language tags
-    max_new = max_new or n_pos - 1
+    if max_new is None: max_new = n_pos - 1
+    if max_new < 1: raise ValueError(f"max_new must be >= 1, got {max_new}")
     model.eval()
     if beam == 1: ids = model.generate(src, max_new, **kw)
     else: ids = beam_search(model, src, beam=beam, max_new=max_new, alpha=alpha, lp_form=lp_form,
