@@ -10,6 +10,7 @@
   experiment); imports keep to the kinds: no model module imports another model module, a layers module imports
   only layers and kit, nothing but an experiment imports an experiment; the import graph has no cycle, and no
   layers, model or task module reaches the training loop.
+- Every module is at most 400 lines (`_modidx.py`, nbdev's index, aside): a longer one is split into pages.
 """
 import ast, json, re
 
@@ -132,6 +133,15 @@ def test_page_writes_the_module_its_name_names(stem):
     for c in cells(stem):
         m = re.match(r"#\|[ \t]*exports?[ \t]+(\S+)", source(c))
         assert not m or m.group(1) == mod, f"{stem} exports into txbook.{m.group(1)}: one page, one module"
+
+
+MAX_LINES = 400
+
+
+def test_every_module_is_at_most_400_lines():
+    long = {p.name: n for p in sorted(PKG.glob("*.py")) if p.name != "_modidx.py"
+            and (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines (split them into pages, CONTRIBUTING.md): {long}"
 
 
 def test_each_module_is_written_by_one_page():
