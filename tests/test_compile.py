@@ -59,6 +59,11 @@ def _poslabel_swin():
     return PositionLabelSwin(swin, RPLHead(swin.d_out, grid=swin.stage_grids(swin.grid)[-1]))
 
 
+def _sequence_classifier():
+    from txbook.heads import SequenceClassifier
+    return SequenceClassifier(3, 4, n_tokens=6, d_model=16, n_heads=2)
+
+
 IMG = (2, 1, 16, 16)
 CASES = {
     "gpt": (_gpt, lambda: (torch.randint(0, 17, (2, 9)),), {}),
@@ -71,6 +76,7 @@ CASES = {
                         {"src_keep": torch.tensor([[True] * 7, [True] * 4 + [False] * 3])}),
     "poslabel-vit": (_poslabel_vit, lambda: (torch.randn(IMG),), {}),
     "poslabel-swin": (_poslabel_swin, lambda: (torch.randn(IMG),), {}),
+    "sequence-classifier": (_sequence_classifier, lambda: (torch.randn(2, 6, 3),), {}),
 }
 
 
@@ -153,3 +159,35 @@ def test_encoder_decoder_cached_step_is_one_graph():
         got = compiled(step, memory, caches=runs[0][0], memory_caches=runs[0][1])
     torch.testing.assert_close(got, want)
     assert len(runs[0][0][0]) == 5 and len(runs[0][1][0]) == 7   # self: grew by one; memory: kept
+
+
+def _family_names():
+    from test_device import FAMILIES
+    return list(FAMILIES)
+
+
+@pytest.mark.parametrize("name", _family_names())
+def test_training_step_is_one_graph(name):
+    "What fit runs for every family: the model in train mode and fit's default loss (ε = 0.1), one graph, backward too"
+    from test_device import FAMILIES
+    from txbook.losses import default_loss
+    make, data = FAMILIES[name]
+    seed_everything(0)
+    model = make().train()
+    batch = data(8)
+    n_in = len(batch) if len(batch) == 1 else len(batch) - 1          # a 1-tuple: inputs, no targets
+
+    def step(*batch):
+        targets = batch[n_in] if len(batch) > n_in else None
+        return default_loss(model(*batch[:n_in]), targets, label_smoothing=0.1)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(step, fullgraph=True, backend="eager")
+    torch.manual_seed(1)                          # the same masks (MAE) and dropout in both calls
+    got = compiled(*batch)
+    got[0].backward()
+    torch.manual_seed(1)
+    want = step(*batch)
+    torch.testing.assert_close(got[0], want[0])
+    for k in want[1]: torch.testing.assert_close(got[1][k], want[1][k], msg=k)
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)

@@ -428,6 +428,18 @@ def test_model_loss_term_under_torchrun(two_procs):
             torch.testing.assert_close(h['pl'][key], hist[key], atol=1e-5, rtol=0, msg=key)
 
 
+def test_every_family_under_torchrun(two_procs):
+    "Each model family of tests/test_device.py trains under DDP with fit(model, dl) alone (MAE, its ViT's head set aside)"
+    from test_device import FAMILIES
+    out, _ = two_procs
+    runs = [json.loads((out / f'rank{r}.json').read_text())['families'] for r in range(2)]
+    for name in FAMILIES:
+        for r in range(2):
+            assert runs[r][name].get('steps') == 2, (name, r, runs[r][name])
+        assert runs[0][name]['sum'] == runs[1][name]['sum'], name      # the replicas stay equal
+        assert runs[0][name]['loss'] == runs[1][name]['loss'], name    # the loss of the whole step
+
+
 def test_custom_loss_conflicts():
     with pytest.raises(ValueError, match='label_smoothing=0.1'):
         fit(make_net(), TensorLoader(*data(), batch_size=8), epochs=1, loss=penalised, label_smoothing=0.1)
@@ -478,6 +490,23 @@ def test_empty_first_micro_batch():
         assert abs(hist['loss'][0] - expected) < 1e-6, (hist['loss'], expected)
     with pytest.raises(ValueError, match='weights add up to 0'):     # a step without any unit
         first_grads(lambda: TensorLoader(x[:8], y[:8], batch_size=4), accum_steps=2, loss=token_sum_mean)
+
+
+def sum_over_count_int(logits, y):
+    "token_sum_over_count with its weight as a Python int (the loss reads it; fit's check must not need a tensor)"
+    loss, _, n = token_sum_over_count(logits, y)
+    return loss, {}, int(n)
+
+
+@pytest.mark.parametrize('loss', [token_sum_over_count, sum_over_count_int], ids=['tensor-weight', 'int-weight'])
+def test_empty_first_micro_batch_sum_over_count(loss):
+    "R5 #1 in one process: a first micro-batch without tokens and a loss s / n stops the step; no weight is NaN"
+    net = token_net()
+    with pytest.raises(ValueError, match=r'divide by count.clamp\(min=1\) instead. No step was taken'):
+        fit(net, TensorLoader(*empty_first_data(), batch_size=8), epochs=1, lr=LR, schedule=WarmupCosine(0),
+            device='cpu', progress=False, verbose=False, loss=loss, accum_steps=2)
+    assert all(torch.isfinite(p).all() for p in net.parameters())
+    assert all(torch.equal(a, b) for a, b in zip(net.parameters(), token_net().parameters()))   # no step
 
 
 @pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
@@ -610,6 +639,23 @@ def test_process_group_left_at_exit(two_procs):
         assert json.loads((out / f'exit{r}.json').read_text()) == {'initialized_at_exit': False}
 
 
+def families_run() -> dict:
+    "Every model family of test_device.FAMILIES, one epoch of 2 steps with fit's defaults: its steps, or its error"
+    from test_device import FAMILIES
+    out = {}
+    for name, (make, data) in FAMILIES.items():
+        seed_everything(0)
+        model = make()
+        try:
+            h = fit(model, TensorLoader(*data(16), batch_size=8), epochs=1, lr=1e-3, schedule=WarmupCosine(0),
+                    device='cpu', progress=False, verbose=False)
+            out[name] = {'steps': len(h['loss']), 'loss': h['loss'],
+                         'sum': sum(p.double().sum().item() for p in model.parameters())}
+        except Exception as e:                  # recorded, so that the other families still run
+            out[name] = {'error': f"{type(e).__name__}: {str(e)[:300]}"}
+    return out
+
+
 def _worker(out: Path):
     "What each torchrun process runs: (b), the interrupted and resumed dropout runs, a too-small batch"
     rank = int(os.environ['RANK'])
@@ -634,6 +680,7 @@ def _worker(out: Path):
     tensors |= {f'obj_resumed.{k}': v for k, v in obj_res.state_dict().items()}
     pl, res['pl'] = poslabel_run()
     tensors |= {f'pl.{k}': v for k, v in pl.state_dict().items()}
+    res['families'] = families_run()
     try: tiny_run(batch_size=1)                                # a global batch of 1 row for 2 ranks
     except ValueError as e: res['error'] = str(e)
     net = make_net()

@@ -220,8 +220,9 @@ def _families():
             if n in BLOCKED else n for n in FAMILIES]
 
 
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
 @pytest.mark.parametrize("name", _families())
-def test_forward_backward_fit_on_the_inputs_device(name):
+def test_forward_backward_fit_on_the_inputs_device(name, precision):
     make, data = FAMILIES[name]
     seed_everything(0)
     model = make()
@@ -230,7 +231,17 @@ def test_forward_backward_fit_on_the_inputs_device(name):
         _forward_loss(model, batch).backward()
         model.zero_grad()
         fit(model, TensorLoader(*batch, batch_size=8), TensorLoader(*batch, batch_size=8), epochs=1, lr=1e-3,
-            schedule=WarmupCosine(0), device="cpu", progress=False, verbose=False, precision="fp32")
+            schedule=WarmupCosine(0), device="cpu", progress=False, verbose=False, precision=precision)
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_every_parameter_gets_a_gradient(name):
+    "DDP waits for the gradient of every parameter a model holds: one backward of fit's loss must reach them all"
+    make, data = FAMILIES[name]
+    seed_everything(0)
+    model = make().train()
+    _forward_loss(model, data()).backward()
+    assert [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None] == []
 
 
 @pytest.mark.parametrize("use_cache", [True, False], ids=["kv-cache", "no-cache"])
@@ -317,26 +328,33 @@ def test_set_default_device_meta_is_too_blunt():
 
 
 # ------------------------------------------------------------------ host reads: one per optimiser step
+# The one read per step that is PyTorch's, not the package's: with loss scaling (fp16), GradScaler.step reads
+# its found-inf flags to decide whether to call the optimiser's step (a fused optimizer takes them on the device).
+GRAD_SCALER = torch.amp.grad_scaler.__file__
+
+
 class HostReads(TorchFunctionMode):
-    "Count the package's reads of tensor values back to the host: on a GPU each one waits for the device"
+    "Count the package's reads of tensor values back to the host (and GradScaler's): on a GPU each one waits"
     READS = {"item", "tolist", "__float__", "__int__", "__bool__"}
 
-    def __init__(self, package: str = PKG):
+    def __init__(self, package: str = PKG, also: tuple[str, ...] = (GRAD_SCALER,)):
         super().__init__()
-        self.package, self.where = package, []
+        self.package, self.also, self.where = package, also, []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if getattr(func, "__name__", "") in self.READS:
             caller = sys._getframe(1)
-            if caller.f_code.co_filename.startswith(self.package):
-                self.where.append(f"{Path(caller.f_code.co_filename).name}:{caller.f_lineno}")
+            file = caller.f_code.co_filename
+            if file.startswith(self.package) or file in self.also:
+                self.where.append(f"{Path(file).name}:{caller.f_lineno}")
         return func(*args, **(kwargs or {}))
 
 
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
 @pytest.mark.parametrize("accum_steps", [1, 4])
 @pytest.mark.parametrize("name", list(FAMILIES))
-def test_one_host_read_per_step(name, accum_steps):
-    "Every family: a step's losses and metrics stay on the device and are read once; the evaluation once per epoch"
+def test_one_host_read_per_step(name, accum_steps, precision):
+    "Every family: a step's numbers (loss, metrics, fp16's loss scale) are read once; each evaluation once"
     make, data = FAMILIES[name]
     seed_everything(0)
     model = make()
@@ -344,7 +362,11 @@ def test_one_host_read_per_step(name, accum_steps):
     dl = TensorLoader(*batch, batch_size=4)               # 8 batches: 8 // accum_steps steps per epoch
     with HostReads() as reads:
         hist = fit(model, dl, TensorLoader(*batch, batch_size=8), epochs=2, lr=1e-3, schedule=WarmupCosine(0),
-                   device="cpu", accum_steps=accum_steps, progress=False, verbose=False, precision="fp32")
+                   device="cpu", accum_steps=accum_steps, progress=False, verbose=False, precision=precision)
     steps = len(hist["loss"])
     assert steps == 2 * 8 // accum_steps
-    assert len(reads.where) == steps + 2, reads.where     # one per step, one per evaluation
+    ours = [w for w in reads.where if not w.startswith("grad_scaler.py")]
+    assert len(ours) == steps + 2, ours                   # one per step, one per evaluation
+    scaler = [w for w in reads.where if w.startswith("grad_scaler.py")]
+    assert len(scaler) == (steps if precision == "fp16" else 0), scaler   # GradScaler.step's own, named
+    if precision == "fp16": assert len(hist["loss_scale"]) == steps

@@ -10,11 +10,12 @@
   experiment); imports keep to the kinds: no model module imports another model module, a layers module imports
   only layers and kit, nothing but an experiment imports an experiment; the import graph has no cycle, and no
   layers, model or task module reaches the training loop.
+- Every module is at most 400 lines (`_modidx.py`, nbdev's index, aside): a longer one is split into pages.
 
 The package's imports are read by import-linter (`lint-imports`, contracts in pyproject.toml, which a test here
 holds to the file names and CONTRIBUTING.md's kinds); the notebooks' imports by this file.
 """
-import json, os, re, shutil, subprocess, sys, tomllib
+import ast, json, os, re, shutil, subprocess, sys, tomllib
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,15 @@ def test_page_writes_the_module_its_name_names(stem):
         assert not m or m.group(1) == mod, f"{stem} exports into txbook.{m.group(1)}: one page, one module"
 
 
+MAX_LINES = 400
+
+
+def test_every_module_is_at_most_400_lines():
+    long = {p.name: n for p in sorted(PKG.glob("*.py")) if p.name != "_modidx.py"
+            and (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines (split them into pages, CONTRIBUTING.md): {long}"
+
+
 def test_each_module_is_written_by_one_page():
     bad = {m: sorted(written_by(m)) for m in MODULES if written_by(m) != {s for s in STEMS
                                                                          if parse(s)["name"] == m}}
@@ -193,6 +203,27 @@ def test_import_contracts_say_what_the_tables_say():
     assert sorted(c["experiments-last"]["source_modules"]) == of("layers", "model", "task", "kit")
     assert sorted(c["experiments-last"]["forbidden_modules"]) == of("experiment")
     assert c["no-cycle"]["type"] == "acyclic_siblings" and c["no-cycle"]["ancestors"] == ["txbook"]
+
+
+def model_outputs(name: str) -> list[str]:
+    "The classes of `txbook/<name>.py` whose forward returns a ModelOutput (its annotation or a return statement)"
+    found = []
+    for cls in ast.walk(ast.parse((PKG / f"{name}.py").read_text())):
+        if not isinstance(cls, ast.ClassDef): continue
+        for fn in cls.body:
+            if isinstance(fn, ast.FunctionDef) and fn.name == "forward":
+                said = fn.returns is not None and "ModelOutput" in ast.unparse(fn.returns)
+                built = any(isinstance(r, ast.Return) and r.value is not None and "ModelOutput(" in ast.unparse(r.value)
+                            for r in ast.walk(fn))
+                if said or built: found.append(cls.name)
+    return found
+
+
+def test_models_are_classified_as_models():
+    "A class whose forward returns a ModelOutput (logits and a loss of its own) is a model: its module is one"
+    wrong = {m: (KIND.get(m), model_outputs(m)) for m in MODULES if model_outputs(m) and KIND.get(m) != "model"}
+    assert not wrong, f"modules holding models (forward returns a ModelOutput) not classified as model: {wrong}"
+    assert model_outputs("poslabels") == ["PositionLabelViT", "PositionLabelSwin"]   # the rule sees them
 
 
 def lint_imports(cwd, pythonpath) -> subprocess.CompletedProcess:

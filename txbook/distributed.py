@@ -6,7 +6,7 @@ Docs: https://txbook.github.io/txbook/nbs/j_distributed.html.md"""
 
 # %% ../nbs/j_distributed.ipynb #1448fd83
 from __future__ import annotations
-import atexit, collections, os, time
+import atexit, collections, os
 import torch
 import torch.distributed as dist
 from torch import Tensor
@@ -20,12 +20,10 @@ def rank_world() -> tuple[int, int]:
 
 def _leave_group():
     "At exit: leave the process group `setup_distributed` joined, as PyTorch asks"
-    gloo = dist.is_initialized() and dist.get_backend() == 'gloo'
     try:
         if dist.is_initialized(): dist.destroy_process_group()
     finally:
         _kept.clear()     # freed here, while Python can still serve the threads that shared them
-        if gloo: time.sleep(0.1)   # for the collectives `_all_reduce` does not keep: see `_kept`
 
 # pytorch/pytorch#190489 (open, no release fixes it; seen here with torch 2.13): a gloo worker
 # thread that drops the last reference to a finished work frees its tensors; a tensor whose Python
@@ -33,9 +31,10 @@ def _leave_group():
 # then, the thread is ended mid-C++ and the process aborts ("terminate called without an active
 # exception"). So the book's own all-reduces (`_all_reduce`) keep their works under gloo, the one
 # backend whose worker threads do this: a kept work is freed by Python, 64 all-reduces later (by
-# when the worker has let go, in practice) or at exit by `_leave_group`. Not kept: the collectives
-# of others (DDP's; `all_gather_object`); for them `_leave_group` waits a moment at exit, which
-# narrows the race, no more. (On Python 3.14 CPython hangs such a thread instead of ending it,
+# when the worker has let go, in practice) or at exit by `_leave_group`. Not covered: the
+# collectives of others (DDP's; `all_gather_object`). Every torch release up to the newest checked
+# here (2.13) has the bug, and no fixed one exists to name in a version guard: when one does, keep
+# works only below it. (On Python 3.14 CPython hangs such a thread instead of ending it,
 # gh-87135, which would turn the abort into a hang at exit.)
 _kept = collections.deque(maxlen=64)
 
@@ -73,7 +72,8 @@ def shard(batch:Tensor|tuple[Tensor, ...], # a global batch: tensor(s) with one 
          ) -> Tensor|tuple[Tensor, ...]:   # rank r's rows: ⌊B/R⌋ or ⌊B/R⌋ + 1 of them
     "Rank `rank`'s contiguous slice of a global batch cut into `world_size` near-equal parts"
     if isinstance(batch, Tensor): return batch.tensor_split(world_size)[rank]
-    return type(batch)(t.tensor_split(world_size)[rank] for t in batch)
+    parts = [t.tensor_split(world_size)[rank] for t in batch]
+    return batch._make(parts) if hasattr(batch, '_make') else type(batch)(parts)   # a NamedTuple
 
 def reduce_sums(values:list[float|Tensor], # numbers or 0-dim tensors (on any device)
                 device:torch.device,
@@ -136,24 +136,49 @@ def wrap_model(model:nn.Module, device:torch.device|str,
 
 # %% ../nbs/j_distributed.ipynb #3b4c5d6e
 import itertools, warnings
-from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
+from torch.utils.data import (BatchSampler, DataLoader, DistributedSampler, RandomSampler,
+                              SequentialSampler)
 from .data import EpochLoader
 
+class _Skip:
+    "A sampler or batch sampler without its first `start` items: indices only, no sample is loaded"
+    def __init__(self, sampler, start:int): self.sampler, self.start = sampler, start
+    def __len__(self) -> int: return max(len(self.sampler) - self.start, 0)
+    def __iter__(self): return itertools.islice(iter(self.sampler), self.start, None)
+
+def _skipping(dl:DataLoader, start:int) -> DataLoader:
+    "`dl` from batch `start` on, skipped among its indices (Accelerate's `skip_first_batches`)"
+    if dl.batch_sampler is not None: order = dict(batch_sampler=_Skip(dl.batch_sampler, start))
+    else: order = dict(sampler=_Skip(dl.sampler, start), batch_size=None)
+    return DataLoader(dl.dataset, **order, num_workers=dl.num_workers, collate_fn=dl.collate_fn,
+                      pin_memory=dl.pin_memory, timeout=dl.timeout, generator=dl.generator,
+                      worker_init_fn=dl.worker_init_fn, prefetch_factor=dl.prefetch_factor,
+                      multiprocessing_context=dl.multiprocessing_context,
+                      persistent_workers=dl.persistent_workers)
+
 class TorchLoader:
-    "A PyTorch `DataLoader` as an `EpochLoader`: the epoch told to its samplers, a start skipped"
+    "A PyTorch `DataLoader` as an `EpochLoader`: its draws seeded by (seed, epoch), a start skipped"
     def __init__(self, dl:DataLoader,
                  *, per_rank:bool|None=None,   # default: whether it has a DistributedSampler
-                ):
-        self.dl, self.start, bs = dl, 0, dl.batch_sampler
-        parts = (dl, dl.sampler, bs, getattr(bs, 'sampler', None))
+                 seed:int|None=None,   # pass e draws from seed + e; default: the seed of the
+                ):                     # loader's or sampler's `generator=`, or torch.initial_seed()
+        self.dl, self.start, self.epoch, self.passes, bs = dl, 0, 0, 0, dl.batch_sampler
+        parts = (dl.sampler, bs, getattr(bs, 'sampler', None))
         self.sampler = next((s for s in parts if isinstance(s, DistributedSampler)), None)
         if per_rank is False and self.sampler is not None:
             raise ValueError("per_rank=False, but the loader draws from a DistributedSampler, "
                              "which already gives each rank its own samples (cutting them again "
                              "would train each rank on a part of its part)")
         self.per_rank = self.sampler is not None if per_rank is None else per_rank
-        owners = [p for p in parts if callable(getattr(p, 'set_epoch', None))]   # Lightning's rule
+        owners = [p for p in (dl, *parts) if callable(getattr(p, 'set_epoch', None))]  # Lightning
         self.owners = list({id(p): p for p in owners}.values())
+        self.drawn = [p for p in parts if isinstance(getattr(p, 'generator', 0), (torch.Generator,
+                                                                                  type(None)))]
+        gens = [g for g in (dl.generator, *(p.generator for p in self.drawn)) if g is not None]
+        self.seed = seed if seed is not None else (gens[0] if gens else torch).initial_seed()
+        known = (SequentialSampler, BatchSampler, type(None))
+        self.replayable = all(type(p) in known or p in self.owners or p in self.drawn
+                              for p in parts)   # an order TorchLoader can draw again, mid-epoch
         s = self.sampler
         if s is not None and len(s.dataset) % s.num_replicas:
             n, R = len(s.dataset), s.num_replicas
@@ -164,18 +189,36 @@ class TorchLoader:
 
     def set_epoch(self, epoch:int, start:int=0):
         "Tell every part that takes one the epoch; the next pass starts at batch `start`"
-        if start and not self.owners:
-            raise ValueError(f"resuming at batch {start} of an epoch needs a loader whose order "
-                             f"depends on the epoch (a sampler with set_epoch, e.g. a "
-                             f"DistributedSampler; or a TensorLoader)")
+        if start and not self.replayable:
+            raise ValueError(f"resuming at batch {start} of an epoch needs an order TorchLoader "
+                             f"can draw again: PyTorch's samplers, or a sampler with set_epoch "
+                             f"or a generator; {type(self.dl.sampler).__name__} is neither")
+        dl, resumed = self.dl, self.passes == 0 and (epoch or start)
+        if start and dl.num_workers or resumed and dl.persistent_workers:
+            warnings.warn(f"resuming at batch {start} of epoch {epoch} with {dl.num_workers} "
+                          f"workers: their random generators are not in the checkpoint, so what "
+                          f"they draw (augmentation in the dataset) is not the interrupted run's")
         for p in self.owners: p.set_epoch(epoch)
-        self.start = start
+        self.epoch, self.start = epoch, start
 
     def __len__(self) -> int: return len(self.dl)
 
     def __iter__(self):
         start, self.start = self.start, 0             # a start applies to one pass only
-        return itertools.islice(iter(self.dl), start, None)   # the skipped batches: drawn, dropped
+        self.passes += 1
+        return self._pass(start)
+
+    def _pass(self, start:int):
+        "One pass, the loader's and its samplers' generators set to one seeded by (seed, epoch)"
+        g = torch.Generator().manual_seed(self.seed + self.epoch)   # Accelerate's rule
+        dl, theirs = self.dl, [(p, p.generator) for p in (self.dl, *self.drawn)]
+        for p, _ in theirs: p.generator = g          # the order, and the workers' base seed
+        try:
+            if not start: yield from dl
+            elif type(dl) is DataLoader: yield from _skipping(dl, start)
+            else: yield from itertools.islice(dl, start, None)   # a subclass: drawn, dropped
+        finally:
+            for p, mine in theirs: p.generator = mine   # the caller's objects as they were
 
     def describe(self) -> dict:
         "What decides the batches, where the loader or its samplers say"
@@ -185,7 +228,8 @@ class TorchLoader:
         return {'rows': len(s) if dl.batch_size and sized else None,
                 'samples': len(dl.dataset) if sized else None,
                 'batch_size': dl.batch_size, 'drop_last': dl.drop_last, 'shuffle': shuffle,
-                'seed': getattr(s, 'seed', None), 'sampler': type(s).__name__,
+                'seed': getattr(s, 'seed', None), 'generator_seed': self.seed,
+                'sampler': type(s).__name__,
                 'batch_sampler': None if dl.batch_size else type(dl.batch_sampler).__name__}
 
     def real_rows(self) -> int|None:

@@ -18,9 +18,12 @@ def classification_loss(logits:Tensor,          # (..., K) class scores
     flat = logits.flatten(0, -2).float()        # (B·N, K)
     return F.cross_entropy(flat, y.flatten(), label_smoothing=label_smoothing)  # ignore_index -100
 
-def accuracy(logits:Tensor, y:Tensor) -> Tensor:   # 0-dim: reading it waits for the device
-    "Fraction of positions whose arg-max class is the target"
-    return (logits.argmax(-1) == y).float().mean()
+def accuracy(logits:Tensor,  # (..., K) class scores
+             y:Tensor,       # (...) integer targets; -100: ignored, as by `classification_loss`
+            ) -> Tensor:     # 0-dim: reading it waits for the device
+    "Fraction of the positions not ignored whose arg-max class is the target (0 if none is left)"
+    keep = y != -100
+    return ((logits.argmax(-1) == y) & keep).sum() / keep.sum().clamp(min=1)
 
 def lm_loss(logits:Tensor,  # (B, N, V) next-token logits
             targets:Tensor, # (B, N) the token that follows each position
@@ -29,14 +32,58 @@ def lm_loss(logits:Tensor,  # (B, N, V) next-token logits
     return classification_loss(logits, targets)   # computed in float32
 
 # %% auto #0
-__all__ = ['classification_loss', 'accuracy', 'lm_loss', 'ModelOutput', 'default_loss']
+__all__ = ['RESERVED', 'classification_loss', 'accuracy', 'lm_loss', 'ModelOutput', 'as_batch', 'loss_parts', 'default_loss']
 
 # %% ../nbs/f_losses.ipynb #adb14290
 class ModelOutput(NamedTuple):
     "A model's output when its loss has a term of its own: the logits, that term, its parts"
     logits: Tensor|None         # (B, ..., K) the class scores the targets score (None: no targets)
-    loss: Tensor|None           # scalar: the model's own loss term, its λ applied (None: none)
+    loss: Tensor|None           # scalar: the model's own term, its λ applied (None: none); not
+                                # Hugging Face's `.loss`, the total: the loop adds the rest
     metrics: dict[str, Tensor]  # the term's parts to log, as 0-dim tensors on the device
+
+RESERVED = ('loss', 'lr', 'loss_scale')    # names under which `fit` logs numbers of its own
+
+def _kind(x) -> str:
+    "What `x` is, for a message: 'a dict with keys [...]', 'a tuple of Tensor, str', 'a str'"
+    if isinstance(x, dict): return f"a dict with keys {list(x)}"
+    if isinstance(x, (tuple, list)):
+        return f"a {type(x).__name__} of " + (', '.join(type(t).__name__ for t in x) or 'nothing')
+    return f"a {type(x).__name__}"
+
+def as_batch(batch) -> Tensor|tuple[Tensor, ...]:   # the batch, a tensor or a plain tuple
+    "A batch as the contract reads it: a tensor, or a tuple (or list) of tensors; else a ValueError"
+    if isinstance(batch, Tensor): return batch
+    if isinstance(batch, (tuple, list)) and batch and all(isinstance(t, Tensor) for t in batch):
+        return tuple(batch)                   # a list or a NamedTuple: a plain tuple
+    raise ValueError(f"a batch is a tensor or a tuple of tensors (inputs..., targets), got "
+                     f"{_kind(batch)}: let the dataset or collate_fn return a tuple, the inputs "
+                     f"in the order of forward's parameters and the targets last")
+
+def loss_parts(answer,   # what a loss function returned
+              ) -> tuple[Tensor, dict, Tensor|float|None]:   # loss, metrics, weight (None: rows)
+    "A loss's answer, `loss`, `(loss, metrics)` or `(loss, metrics, weight)`, unpacked and checked"
+    if isinstance(answer, tuple) and len(answer) not in (2, 3):
+        raise ValueError(f"a loss function returns loss, (loss, metrics) or (loss, metrics, "
+                         f"weight), got a tuple of {len(answer)}")
+    loss, metrics, weight = (*answer, None)[:3] if isinstance(answer, tuple) else (answer, {}, None)
+    if not isinstance(loss, Tensor) or loss.ndim != 0:
+        raise ValueError(f"a loss function must return a scalar loss tensor, got "
+                         f"{type(loss).__name__} of shape {tuple(getattr(loss, 'shape', ()))}")
+    if not (weight is None or isinstance(weight, (int, float))
+            or isinstance(weight, Tensor) and weight.ndim == 0):
+        raise ValueError(f"a loss's weight (the units it averages over) is a number or a 0-dim "
+                         f"tensor, got {type(weight).__name__} "
+                         f"{tuple(getattr(weight, 'shape', ()))}")
+    if isinstance(weight, (int, float)) and weight < 0:
+        raise ValueError(f"a loss's weight counts units, got {weight}")
+    clash = [k for k in metrics if k in RESERVED or k.startswith(('train_', 'valid_'))]
+    if clash:
+        raise ValueError(f"a loss's metrics may not be named {clash}: fit logs its own numbers "
+                         f"under {list(RESERVED)} and an epoch's means under 'train_...', "
+                         f"'valid_...'")
+    metrics = {k: v.detach() if isinstance(v, Tensor) else float(v) for k, v in metrics.items()}
+    return loss, metrics, weight                      # tensors stay on the device: no sync
 
 def default_loss(out:Tensor|ModelOutput,  # the model's logits (B, ..., K), or a `ModelOutput`
                  targets:Tensor|None=None, # (B, ...) class indices, -100 = ignored; None: no labels
@@ -45,14 +92,20 @@ def default_loss(out:Tensor|ModelOutput,  # the model's logits (B, ..., K), or a
     "`fit`'s loss: cross-entropy of logits vs targets, accuracy, target count; + the model's term"
     own, metrics = None, {}
     if isinstance(out, ModelOutput): out, own, metrics = out.logits, out.loss, dict(out.metrics)
+    elif not isinstance(out, Tensor):
+        raise ValueError(f"default_loss scores logits (a tensor) or a ModelOutput, got "
+                         f"{_kind(out)}: a model whose loss has a term of its own returns "
+                         f"ModelOutput(logits, loss, metrics); or pass fit a loss=")
     if targets is None or out is None:                 # nothing to score: the model's own loss
         if own is None:
             raise ValueError("default_loss needs targets and logits, or a ModelOutput with a loss "
                              "of the model's own; got " + ("no targets" if out is not None
                                                            else "a ModelOutput without logits"))
         return own, metrics, None                      # a mean over rows
+    if 'acc' in metrics:
+        raise ValueError("a ModelOutput's metric 'acc' would overwrite default_loss's accuracy: "
+                         "give it another name")
     loss = classification_loss(out, targets, label_smoothing=label_smoothing)
-    keep = targets != -100                # cross_entropy's ignore_index: a mean over the others
-    n = keep.sum()                        # a tensor: read by the loop with the step's other numbers
-    acc = ((out.argmax(-1) == targets) & keep).sum() / n.clamp(min=1)
+    n = (targets != -100).sum()           # a tensor: read by the loop with the step's other numbers
+    acc = accuracy(out, targets)          # over the targets that are not -100, as the loss
     return (loss if own is None else loss + own), {'acc': acc, **metrics}, n

@@ -6,14 +6,16 @@ Docs: https://txbook.github.io/txbook/nbs/mae.html.md"""
 
 # %% ../nbs/17_mae.ipynb #a0701731
 from __future__ import annotations
-from typing import Literal, NamedTuple
+import copy
+from typing import TYPE_CHECKING, Literal, NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from .blocks import Encoder
 from .position import sincos_2d_encoding
 from .layers import patchify                  # appendix M
-from .poslabels import APLHead
+if TYPE_CHECKING:         # a model module imports no other model module: MAE + APL takes
+    from txbook.poslabels import APLHead   # its head as an argument, named here for the reader
 
 # %% auto #0
 __all__ = ['PosLayout', 'Masking', 'random_masking', 'sincos_2d_layout', 'MAE']
@@ -60,6 +62,16 @@ def sincos_2d_layout(gh:int, gw:int, d:int,      # grid rows h, columns w, width
 # %% ../nbs/17_mae.ipynb #0b86f27f
 from .losses import ModelOutput
 
+class _HeadSetAside(nn.Module):
+    "Where an MAE's encoder had its classification head: kept, not a parameter, for `classifier()`"
+    def __init__(self, head:nn.Module):
+        super().__init__()
+        self.__dict__['kept'] = head        # not a submodule: its weights are not the MAE's
+
+    def forward(self, x:Tensor):
+        raise ValueError("this ViT's classification head was set aside by an MAE, which has no "
+                         "classes to train it on: fine-tune mae.classifier(), a copy with its head")
+
 class MAE(nn.Module):
     "He et al.'s masked autoencoder around a book `ViT`; with an APL head, MAE + APL"
     def __init__(self, encoder:nn.Module,         # the `ViT` (chapter 10) to pre-train
@@ -76,10 +88,12 @@ class MAE(nn.Module):
         if not 0 <= mask_ratio < 1:
             raise ValueError(f"mask_ratio must be in [0, 1), got {mask_ratio}")
         super().__init__()
+        if not isinstance(encoder.head, _HeadSetAside):  # pre-training has no classes: every
+            encoder.head = _HeadSetAside(encoder.head)  # weight the MAE holds gets a gradient
         self.encoder = encoder
         self.apl, self.lam = apl, lam
         self.mask_ratio, self.norm_pix_loss = mask_ratio, norm_pix_loss
-        D, (gh, gw), S = encoder.head.in_features, encoder.grid, encoder.patch_size
+        D, (gh, gw), S = encoder.patch_embed.proj.out_features, encoder.grid, encoder.patch_size
         self.decoder_embed = nn.Linear(D, dec_dim)
         self.mask_token = nn.Parameter(torch.randn(1, 1, dec_dim) * 0.02)
         pos = sincos_2d_layout(gh, gw, dec_dim, layout=pos_layout)                  # (N, D_d)
@@ -154,3 +168,9 @@ class MAE(nn.Module):
     def no_weight_decay(self) -> set[str]:
         "The MAE's own parameter a recipe spares from weight decay: the mask token (timm, SimMIM)"
         return {'mask_token'}               # the encoder's CLS token: `ViT.no_weight_decay`
+
+    def classifier(self) -> nn.Module:
+        "A copy of the pre-trained encoder with its classification head back: the ViT to fine-tune"
+        vit = copy.deepcopy(self.encoder)
+        vit.head = vit.head.kept.to(next(vit.parameters()).device)
+        return vit

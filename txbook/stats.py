@@ -7,14 +7,13 @@ Docs: https://txbook.github.io/txbook/nbs/b_stats.html.md"""
 # %% ../nbs/b_stats.ipynb #889f4bbc
 from __future__ import annotations
 
-import functools, json, math, os, statistics
+import json, math, os
 from pathlib import Path
-import torch
+from .tdist import t_cdf, t_quantile     # appendix N: Student's t, without SciPy
 
 # %% auto #0
-__all__ = ['SPREAD_RTOL', 'EQUAL_RTOL', 'SEEDS_WARNING', 'format_value', 'report', 'betainc', 't_cdf', 't_quantile', 'Verdict',
-           'seed_verdict', 'stats_verdict', 'equivalence_verdict', 'holm', 'holm_verdicts', 'Claim', 'claim', 'Family',
-           'items_verdict']
+__all__ = ['SPREAD_RTOL', 'EQUAL_RTOL', 'SEEDS_WARNING', 'format_value', 'report', 'Verdict', 'seed_verdict', 'stats_verdict',
+           'equivalence_verdict', 'holm', 'Claim', 'Family']
 
 # %% ../nbs/b_stats.ipynb #a9cbf6ac
 def _mean_std(v) -> tuple[float, float]:
@@ -52,83 +51,9 @@ def report(name:str,     # what is measured, e.g. 'test accuracy (Fashion-MNIST)
     metrics[name] = {'value': value, 'fmt': fmt}
     p.write_text(json.dumps(metrics, indent=1, ensure_ascii=False) + '\n')
 
-# %% ../nbs/b_stats.ipynb #4c9adec8
-def _beta_cf(a:float, b:float, x:float) -> float:
-    "The continued fraction of the incomplete beta function, by the modified Lentz method"
-    tiny, eps = 1e-300, 1e-15
-    fix = lambda v: v if abs(v) > tiny else tiny
-    c, d = 1.0, 1 / fix(1 - (a + b) * x / (a + 1))
-    h = d
-    for m in range(1, 300):
-        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),          # even step
-                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):  # odd step
-            d = 1 / fix(1 + num * d)
-            c = fix(1 + num / c)
-            h *= d * c
-        if abs(d * c - 1) < eps: break
-    return h
-
-def betainc(a:float, b:float, x:float) -> float:
-    "The regularised incomplete beta function I_x(a, b), for a, b > 0 and 0 <= x <= 1"
-    if x <= 0: return 0.0
-    if x >= 1: return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-                     + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1) / (a + b + 2): return front * _beta_cf(a, b, x) / a
-    return 1 - front * _beta_cf(b, a, 1 - x) / b          # the fraction converges fast on this side
-
-def _check_df(df):
-    "A ValueError unless `df` is a finite number > 0"
-    try: ok = math.isfinite(df) and df > 0
-    except TypeError: ok = False
-    if not ok: raise ValueError(f"degrees of freedom must be a finite number > 0, got {df!r}")
-
-def t_cdf(t:float,   # the value (±inf allowed)
-          df:float,  # ν, degrees of freedom (> 0; need not be whole: Welch's ν is not)
-         ) -> float:
-    "P(T <= t) for Student's t distribution with `df` degrees of freedom"
-    _check_df(df)
-    if math.isnan(t): raise ValueError("t_cdf: t is nan")
-    if t * t < df:     # near the centre, P(|T| <= |t|) = I_{t²/(ν+t²)}(1/2, ν/2) keeps the digits
-        inner = 0.5 * betainc(0.5, df / 2, t * t / (df + t * t))
-        return 0.5 + inner if t > 0 else 0.5 - inner
-    tail = 0.5 * betainc(df / 2, 0.5, df / (df + t * t))   # P(T <= -|t|)
-    return 1 - tail if t > 0 else tail
-
-def _t_pdf(t:float, df:float) -> float:
-    "The density of Student's t distribution with `df` degrees of freedom"
-    return math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
-                    - (df + 1) / 2 * math.log1p(t * t / df))
-
-def t_quantile(q:float,   # a probability, 0 < q < 1
-               df:float,  # ν
-              ) -> float:
-    "The q-quantile of Student's t distribution: t_cdf(t_quantile(q, df), df) == q"
-    if not 0 < q < 1: raise ValueError(f"q must be in (0, 1), got {q}")
-    _check_df(df)
-    return _t_quantile(float(q), float(df))
-
-@functools.lru_cache(maxsize=1024)   # a page asks for the same few quantiles again and again
-def _t_quantile(q:float, df:float) -> float:
-    "`t_quantile` by Newton's method on `t_cdf`, inside a bracket; bisection where a step leaves it"
-    lo, hi = -1.0, 1.0
-    while t_cdf(lo, df) > q: lo *= 2
-    while t_cdf(hi, df) < q: hi *= 2
-    t = (lo + hi) / 2
-    for _ in range(200):
-        f = t_cdf(t, df) - q
-        if f < 0: lo = t
-        else: hi = t
-        new = t - f / _t_pdf(t, df)                       # Newton: the density is the slope
-        if not lo < new < hi: new = (lo + hi) / 2         # a step out of the bracket: bisect
-        if abs(new - t) <= 1e-14 * max(1.0, abs(new)) or hi - lo <= 1e-13 * max(1.0, abs(hi)):
-            return new
-        t = new
-    return t
-
 # %% ../nbs/b_stats.ipynb #b8d64cff
 from dataclasses import dataclass, replace
-from typing import Literal, Mapping, Sequence
+from typing import Literal, Sequence
 
 @dataclass(frozen=True)
 class Verdict:
@@ -359,30 +284,6 @@ def holm(p:Sequence[float],   # the family's p-values, one per comparison (nan: 
         adjusted[i] = float('nan') if math.isnan(p[i]) else running
     return adjusted
 
-def holm_verdicts(verdicts:Mapping,   # name -> Verdict: every comparison of one family
-                  *, family:str,      # the family's name, as the sentences will say it
-                 ) -> dict:           # name -> the corrected Verdict
-    "The family's verdicts after Holm's correction: adjusted p, word and sentence"
-    vs = dict(verdicts)
-    if not vs: raise ValueError(f"family {family!r} has no comparisons")
-    for k, v in vs.items():
-        if v.family is not None:
-            raise ValueError(f"{k!r} was already corrected in the family {v.family!r}")
-    alphas = {v.alpha for v in vs.values()}
-    if len(alphas) > 1: raise ValueError(f"family {family!r} mixes levels {sorted(alphas)}")
-    (alpha,), m = alphas, len(vs)
-    out = {}
-    for (k, v), q in zip(vs.items(), holm([v.p for v in vs.values()])):
-        word = v.word if q < alpha else 'not resolved'    # q >= p: Holm only takes words away
-        where = f"in the family {family!r} of {m} (Holm-adjusted p = {q:.2g})"
-        if word == v.word == 'not resolved': text = f"{v.text}; not resolved {where} either"
-        elif word == v.word: text = f"{v.text}; still {word} {where}"
-        else: text = (f"{v.names[0]} against {v.names[1]}: not resolved at this budget {where}; "
-                      f"read alone, {v.text}")
-        out[k] = replace(v, p=q, word=word, text=text, family=family, family_size=m,
-                         p_alone=v.p)
-    return out
-
 @dataclass(frozen=True)
 class Claim:
     "A claim-level conclusion from a family's corrected verdicts; `str(claim)` is the sentence"
@@ -390,35 +291,6 @@ class Claim:
     text:str       # the sentence
     family:str     # the family it was read from
     def __str__(self): return self.text
-
-def claim(corrected:Mapping,   # name -> Verdict corrected by `holm_verdicts` (one family)
-          *, factor:str|None=None,   # what the names vary, for "depends on ..." (e.g. 'the rate')
-         ) -> Claim:
-    "'A is better than B' read over a family: holds, fails, depends on the factor, partly, or not"
-    vs = dict(corrected)
-    fams = {v.family for v in vs.values()}
-    if not vs or None in fams or len(fams) > 1:
-        raise ValueError(f"claim needs verdicts corrected in one family (holm_verdicts, "
-                         f"Family.corrected), got families {fams or '{}'}")
-    if {v.word for v in vs.values()} - {'better', 'worse', 'not resolved'}:
-        raise ValueError("claim reads 'better'/'worse' verdicts; equivalence needs its own family")
-    (family,) = fams
-    size = next(iter(vs.values())).family_size
-    on = lambda w: [k for k, v in vs.items() if v.word == w]
-    better, worse, k = on('better'), on('worse'), len(vs)
-    of = f"{k} comparison{'s' * (k != 1)} in the family {family!r} of {size}, Holm"
-    if better and worse:
-        word = 'depends'
-        text = (f"depends on {factor or 'the setting'}: better at {', '.join(map(str, better))}, "
-                f"worse at {', '.join(map(str, worse))} ({of})")
-    elif len(better) == k: word, text = 'holds', f"holds: better in all {of}"
-    elif worse: word, text = 'fails', (f"fails: worse at {', '.join(map(str, worse))}, "
-                                       f"{len(worse)} of {of}")
-    elif better: word, text = 'partly', (f"partly: better at {', '.join(map(str, better))}, "
-                                         f"{len(better)} of {of}; the rest not resolved "
-                                         f"at this budget")
-    else: word, text = 'not resolved', f"not resolved at this budget: none of the {of} resolved"
-    return Claim(word, text, family)
 
 class Family:
     "Comparisons read together: named with their members before they run; Holm's correction within"
@@ -452,116 +324,51 @@ class Family:
         return self.add(member, seed_verdict(a, b, alpha=self.alpha, **kwargs))
 
     def corrected(self) -> dict[str, Verdict]:
-        "Every member's verdict after Holm's correction; all declared members must have run"
+        "Every member's verdict after Holm's correction (adjusted p, word, sentence); all must run"
         missing = [m for m in self.members if m not in self.verdicts]
         if missing:
             raise ValueError(f"family {self.name!r}: {len(missing)} of {len(self.members)} "
                              f"declared comparisons have not run ({', '.join(missing)}); "
                              f"Holm's correction needs them all")
-        return holm_verdicts({m: self.verdicts[m] for m in self.members}, family=self.name)
+        m, out = len(self.members), {}
+        for k, q in zip(self.members, holm([self.verdicts[k].p for k in self.members])):
+            v = self.verdicts[k]
+            word = v.word if q < self.alpha else 'not resolved'   # q >= p: Holm takes words away
+            where = f"in the family {self.name!r} of {m} (Holm-adjusted p = {q:.2g})"
+            if word == v.word == 'not resolved': text = f"{v.text}; not resolved {where} either"
+            elif word == v.word: text = f"{v.text}; still {word} {where}"
+            else: text = (f"{v.names[0]} against {v.names[1]}: not resolved at this budget "
+                          f"{where}; read alone, {v.text}")
+            out[k] = replace(v, p=q, word=word, text=text, family=self.name, family_size=m,
+                             p_alone=v.p)
+        return out
 
     def claim(self, members:Sequence[str]|None=None,  # the comparisons the claim covers (all)
-              *, factor:str|None=None) -> Claim:
-        "The claim-level word over some or all members, from the corrected verdicts"
+              *, factor:str|None=None,   # what the names vary, for "depends on ..." ('the rate')
+             ) -> Claim:
+        "'A is better than B' over the corrected members: holds, fails, depends on the factor..."
         fixed = self.corrected()
-        return claim({m: fixed[m] for m in (members or self.members)}, factor=factor)
+        vs = {k: fixed[k] for k in (members or self.members)}
+        if {v.word for v in vs.values()} - {'better', 'worse', 'not resolved'}:
+            raise ValueError("claim reads 'better'/'worse' verdicts; equivalence needs its own "
+                             "family")
+        on = lambda w: [k for k, v in vs.items() if v.word == w]
+        better, worse, k = on('better'), on('worse'), len(vs)
+        of = (f"{k} comparison{'s' * (k != 1)} in the family {self.name!r} of "
+              f"{len(self.members)}, Holm")
+        if better and worse:
+            word = 'depends'
+            text = (f"depends on {factor or 'the setting'}: better at "
+                    f"{', '.join(map(str, better))}, worse at {', '.join(map(str, worse))} ({of})")
+        elif len(better) == k: word, text = 'holds', f"holds: better in all {of}"
+        elif worse: word, text = 'fails', (f"fails: worse at {', '.join(map(str, worse))}, "
+                                           f"{len(worse)} of {of}")
+        elif better: word, text = 'partly', (f"partly: better at {', '.join(map(str, better))}, "
+                                             f"{len(better)} of {of}; the rest not resolved "
+                                             f"at this budget")
+        else: word, text = 'not resolved', f"not resolved at this budget: none of the {of} resolved"
+        return Claim(word, text, self.name)
 
     def __repr__(self):
         return (f"Family({self.name!r}, {len(self.verdicts)} of {len(self.members)} run, "
                 f"alpha={self.alpha})")
-
-# %% ../nbs/b_stats.ipynb #b3d2f4a1
-from collections import Counter
-
-def _sign_flip_p(k:Sequence[int]) -> float:
-    "Exact two-sided p of the sum of k under random signs: P(|Σ ±|k_u|| >= |Σ k_u|), convolved"
-    import numpy as np
-    t = abs(sum(k))
-    groups = Counter(abs(int(x)) for x in k if x)          # magnitude m -> how many units have it
-    pmf = np.ones(1)                                        # the sum's distribution, from -total
-    for m, c in sorted(groups.items()):
-        # c units of size m add m·(2X − c), X ~ Bin(c, 1/2): c + 1 values 2m apart
-        log_binom = [math.lgamma(c + 1) - math.lgamma(j + 1) - math.lgamma(c - j + 1)
-                     - c * math.log(2) for j in range(c + 1)]
-        spread = np.zeros(2 * m * c + 1)
-        spread[::2 * m] = np.exp(log_binom)
-        pmf = np.convolve(pmf, spread)
-    total = sum(m * c for m, c in groups.items())
-    values = np.arange(-total, total + 1)
-    return float(min(1.0, pmf[np.abs(values) >= t].sum()))
-
-def items_verdict(a,   # A on each test item: 1 right, 0 wrong; shape (items,) or (seeds, items)
-                  b,   # B on the same items, in the same order; the same shape
-                  *, names:tuple[str, str],  # what A and B are called in the sentence
-                  clusters=None,   # (items,) labels: items with one label were drawn together
-                  alpha:float=0.05, fmt:str='.3g',
-                 ) -> Verdict:
-    "Is A right on more test items than B? An exact sign-flip test (McNemar's) and a t interval"
-    import numpy as np
-    _check_alpha(alpha)
-    A, B = names
-    a, b = (np.atleast_2d(torch.as_tensor(x).detach().double().cpu().numpy()) for x in (a, b))
-    if a.shape != b.shape or a.ndim != 2:
-        raise ValueError(f"{A} and {B} need the same shape, (items,) or (seeds, items): got "
-                         f"{a.shape} and {b.shape}")
-    bad = sorted(set(np.unique(np.concatenate([a.ravel(), b.ravel()]))) - {0.0, 1.0})
-    if bad: raise ValueError(f"items_verdict counts items right (1) or wrong (0), got {bad[0]}")
-    S, n = a.shape
-    if n < 2: raise ValueError(f"a verdict over items needs at least 2 items, got {n}")
-    k = (a - b).sum(0).round().astype(int)              # per item: S·(A − B), in -S..S
-    if clusters is None: members = [[i] for i in range(n)]
-    else:
-        labels = list(clusters.tolist() if hasattr(clusters, 'tolist') else clusters)
-        if len(labels) != n: raise ValueError(f"clusters: {len(labels)} labels for {n} items")
-        where = {}
-        for i, c in enumerate(labels): where.setdefault(c, []).append(i)
-        members = list(where.values())
-    C = len(members)
-    if C < 2: raise ValueError(f"a verdict over items needs at least 2 clusters, got {C}")
-    K = [int(sum(k[i] for i in m)) for m in members]    # per unit (item or cluster): S·Σ (A − B)
-    diff = sum(K) / (S * n)                              # A's accuracy − B's
-    dev = [Ku / S - len(m) * diff for Ku, m in zip(K, members)]
-    se = math.sqrt(C / (C - 1) * math.fsum(x * x for x in dev)) / n     # cluster-robust
-    p_exact = _sign_flip_p(K)
-    p_t = 2 * t_cdf(-abs(diff) / se, C - 1) if se > 0 else p_exact
-    p = max(p_exact, p_t)                 # both must resolve it: the word and the interval agree
-    unit = 'items' if clusters is None else 'clusters'
-    differ = sum(x != 0 for x in K)
-    acc = lambda x: (float(x.mean()), float(x.mean(1).std(ddof=1)) if S > 1 else float('nan'), S)
-    stats_a, stats_b = acc(a), acc(b)
-    what = (f"the {n} test items" if clusters is None else
-            f"the {n} test items in {C} clusters")
-    a_, b_ = f"{stats_a[0]:{fmt}}", f"{stats_b[0]:{fmt}}"
-    nan = float('nan')
-    if differ == 0:
-        text = (f"{A} ({a_}) against {B} ({b_}) over {what}: they are right on the same "
-                f"{unit} on every seed, so there is nothing to test; equal on these {unit} does "
-                f"not show equal methods")
-        return Verdict(names, *stats_a, *stats_b, 0.0, nan, nan, 1.0, 'sign-flip test over '
-                       + unit, alpha, 'not resolved', text)
-    word = ('better' if diff > 0 else 'worse') if p < alpha else 'not resolved'
-    t_part = f"; t over the {C} {unit}, p = {p_t:.2g}" if se > 0 else ''
-    if S == 1 and clusters is None:
-        wins = int(sum(x > 0 for x in K))
-        test = f"McNemar's exact test and t over {unit}"
-        how = (f"McNemar's exact test: {wins} items only {A} gets right, {differ - wins} only "
-               f"{B}, p = {p_exact:.2g}{t_part}")
-    else:
-        test = f"sign-flip test and t over {unit}"
-        seeds = f", {S} seeds averaged per item" if S > 1 else ''
-        where = unit if differ > 1 else unit[:-1]                       # 1 item, 1 cluster
-        how = (f"exact sign-flip test over the {differ} {where} where they differ{seeds}, "
-               f"p = {p_exact:.2g}{t_part}")
-    if se > 0:
-        half = t_quantile(1 - alpha / 2, C - 1) * se
-        low, high = diff - half, diff + half
-        ci = f"{round(100 * (1 - alpha))} % CI {low:+{fmt}} to {high:+{fmt}}"
-    else: low, high, ci = nan, nan, f"the same difference in every {unit[:-1]}, no interval"
-    if word == 'not resolved':
-        text = (f"{A} ({a_}) against {B} ({b_}) over {what}: not resolved at this budget, "
-                f"{A} − {B} = {diff:+{fmt}} ({ci}; {how})")
-    else:
-        text = (f"{A} ({a_}) is {word} than {B} ({b_}) over {what}: {A} − {B} = {diff:+{fmt}} "
-                f"({ci}; {how})")
-    return Verdict(names, *stats_a, *stats_b, diff, low, high, p, test, alpha, word, text)
-

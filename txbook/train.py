@@ -15,7 +15,7 @@ from torch import nn, Tensor
 from fastprogress.fastprogress import progress_bar
 from .core import eval_mode
 from .data import EpochLoader
-from .losses import ModelOutput, default_loss
+from .losses import ModelOutput, as_batch, default_loss, loss_parts
 from .optim import WarmupCosine, adamw
 from .amp import (Precision, autocast, check_master_weights, grad_scaler, resolve_precision,
                         scaled_step)
@@ -28,33 +28,14 @@ def _rows(batch) -> int:
     return len(batch if isinstance(batch, Tensor) else batch[0])
 
 def _to(batch, device:torch.device):
-    "The batch's tensors on `device`"
+    "The batch's tensors on `device` (a batch `as_batch` read: a tensor or a tuple)"
     if isinstance(batch, Tensor): return batch.to(device)
-    return type(batch)(t.to(device) for t in batch)
+    return tuple(t.to(device) for t in batch)
 
 def _inputs_targets(batch) -> tuple[tuple[Tensor, ...], Tensor|None]:
     "The contract's reading of a batch: (inputs..., targets); a lone tensor or 1-tuple: inputs only"
     if isinstance(batch, Tensor): return (batch,), None
-    return (tuple(batch), None) if len(batch) == 1 else (tuple(batch[:-1]), batch[-1])
-
-def _answer(out) -> tuple[Tensor, dict, Tensor|float|None]:
-    "A loss function's answer, `loss`, `(loss, metrics)` or `(loss, metrics, weight)`, unpacked"
-    if isinstance(out, tuple) and len(out) not in (2, 3):
-        raise ValueError(f"a loss function returns loss, (loss, metrics) or (loss, metrics, "
-                         f"weight), got a tuple of {len(out)}")
-    loss, metrics, weight = (*out, None)[:3] if isinstance(out, tuple) else (out, {}, None)
-    if not isinstance(loss, Tensor) or loss.ndim != 0:
-        raise ValueError(f"a loss function must return a scalar loss tensor, got "
-                         f"{type(loss).__name__} of shape {tuple(getattr(loss, 'shape', ()))}")
-    if not (weight is None or isinstance(weight, (int, float))
-            or isinstance(weight, Tensor) and weight.ndim == 0):
-        raise ValueError(f"a loss's weight (the units it averages over) is a number or a 0-dim "
-                         f"tensor, got {type(weight).__name__} "
-                         f"{tuple(getattr(weight, 'shape', ()))}")
-    if isinstance(weight, (int, float)) and weight < 0:
-        raise ValueError(f"a loss's weight counts units, got {weight}")
-    metrics = {k: v.detach() if isinstance(v, Tensor) else float(v) for k, v in metrics.items()}
-    return loss, metrics, weight                           # tensors stay on the device: no sync
+    return (batch, None) if len(batch) == 1 else (batch[:-1], batch[-1])
 
 def _loss_fn(loss:Callable|None, label_smoothing:float) -> Callable:
     "The loss function to minimise; options that conflict raise, none is ignored"
@@ -69,7 +50,7 @@ __all__ = ['evaluate', 'predict', 'fit', 'plot_history']
 # %% ../nbs/k_train.ipynb #be618e12
 def _head(batch, n:int):
     "The first `n` rows of a batch"
-    return batch[:n] if isinstance(batch, Tensor) else type(batch)(t[:n] for t in batch)
+    return batch[:n] if isinstance(batch, Tensor) else tuple(t[:n] for t in batch)
 
 @torch.no_grad()
 def _evaluate(model:nn.Module, dl:EpochLoader, loss_fn:Callable, device:torch.device,
@@ -79,7 +60,7 @@ def _evaluate(model:nn.Module, dl:EpochLoader, loss_fn:Callable, device:torch.de
     total, sums = 0, {}
     left = dl.real_rows() if isinstance(dl, TorchLoader) else None   # a sampler's repeats: last
     with eval_mode(model):
-        for batch in dl:
+        for batch in map(as_batch, dl):
             batch = shard(batch, rank, world) if world > 1 and not dl.per_rank else batch
             if left is not None:
                 batch = _head(batch, left)
@@ -88,7 +69,7 @@ def _evaluate(model:nn.Module, dl:EpochLoader, loss_fn:Callable, device:torch.de
             if k == 0: continue                            # a last batch with fewer rows than ranks
             inputs, targets = _inputs_targets(_to(batch, device))
             with autocast(device, amp):
-                loss, metrics, weight = _answer(loss_fn(model(*inputs), targets))
+                loss, metrics, weight = loss_parts(loss_fn(model(*inputs), targets))
             w = k if weight is None else weight            # rows, unless the loss counts units
             for name, v in {'loss': loss.detach(), **metrics}.items():
                 v = (v.double() if isinstance(v, Tensor) else v) * w
@@ -110,17 +91,22 @@ def evaluate(model:nn.Module, dl, *,
     return _evaluate(model, as_loader(dl), _loss_fn(loss, label_smoothing), device, amp)
 
 @torch.no_grad()
-def predict(model:nn.Module, x:Tensor, *, batch_size:int=512, device=None,
-            precision:Precision='auto') -> Tensor:
+def predict(model:nn.Module,
+            x:Tensor|tuple[Tensor, ...],   # the inputs: a tensor, or a tuple in forward's order
+            *, batch_size:int=512, device=None, precision:Precision='auto') -> Tensor:
     "`model`'s logits for the rows of `x`, in batches, in eval mode, on the CPU; 16-bit as float32"
     device = device or next(model.parameters()).device
     amp = resolve_precision(precision, device)
+    xs = (x,) if isinstance(x, Tensor) else as_batch(x)      # (src, tgt_in): several inputs
     out = []
     with eval_mode(model):
-        for i in range(0, len(x), batch_size):
+        for i in range(0, len(xs[0]), batch_size):
             with autocast(device, amp):
-                y = model(x[i:i + batch_size].to(device))
+                y = model(*(t[i:i + batch_size].to(device) for t in xs))
             if isinstance(y, ModelOutput): y = y.logits    # the class scores, not the model's loss
+            if not isinstance(y, Tensor):
+                raise ValueError(f"predict returns logits, and {type(model).__name__} gave "
+                                 f"{'a ModelOutput without logits' if y is None else type(y)}")
             out.append((y.float() if amp else y).cpu())   # autocast's bf16/fp16 -> float32
     return torch.cat(out)
 
@@ -142,13 +128,13 @@ def _frac(a, b):
     return a / b if b > 0 else 0.0
 
 def _scale_grads(net:nn.Module, factor):
-    "Multiply every `.grad` of `net` by `factor`, a number or a 0-dim tensor, in place"
-    if isinstance(factor, Tensor):
-        for p in net.parameters():
-            if p.grad is not None: p.grad.mul_(factor.to(p.grad.dtype))
-    elif factor != 1:
-        for p in net.parameters():
-            if p.grad is not None: p.grad.mul_(factor)
+    "Multiply every `.grad` of `net` by `factor`, a number or a 0-dim tensor: one kernel per dtype"
+    if not isinstance(factor, Tensor) and factor == 1: return
+    grads = {}                                            # as clip_grad_norm_ groups them
+    for p in net.parameters():
+        if p.grad is not None: grads.setdefault((p.grad.device, p.grad.dtype), []).append(p.grad)
+    for (_, dtype), gs in grads.items():
+        torch._foreach_mul_(gs, factor.to(dtype) if isinstance(factor, Tensor) else factor)
 
 def _finite_grads(net:nn.Module) -> bool:
     "Whether every gradient of `net` is finite (one read)"
@@ -162,13 +148,16 @@ def _step_grads(net:nn.Module,           # the model as trained: plain, DDP-wrap
                 amp:torch.dtype|None, scaler:torch.amp.GradScaler,  # disabled unless fp16
                 split:bool=True,         # cut each batch into shards (else it is this rank's own)
                 dynamic:bool=False,      # mark the batch dimension dynamic (a compiled `net`)
-               ) -> tuple[float, dict[str, float]]:  # weighted loss and metrics over all ranks
+               ) -> tuple[float, dict[str, float], float|None]:  # loss, metrics; loss scale S
     "Accumulate in `.grad` the gradient of the weighted mean loss over micro-batches and ranks"
+    group = [as_batch(b) for b in group]                  # a tensor or a tuple, or a ValueError
     parts = [shard(b, rank, world) if split and world > 1 else b for b in group]
     if split and world > 1 and (small := min(map(_rows, group))) < world:
         raise ValueError(f"a batch of {small} rows cannot be split over {world} "
                          f"processes; use drop_last=True or another batch size")
     C, means, empty = 0, {}, 0          # C_j: this rank's weight so far; its weighted means so far
+    one = torch.ones((), device=device)
+    S = scaler.scale(one) if scaler.is_enabled() else one    # fp16's loss scale, on the device
     for j, part in enumerate(parts):
         batch = _to(part, device)
         if dynamic: _mark_dynamic(batch)
@@ -177,14 +166,15 @@ def _step_grads(net:nn.Module,           # the model as trained: plain, DDP-wrap
         last = j == len(parts) - 1
         with ddp.no_sync() if ddp is not None and not last else contextlib.nullcontext():
             with autocast(device, amp):                   # the loss too, as PyTorch's AMP recipe
-                loss, metrics, weight = _answer(loss_fn(net(*inputs), targets))   # does
+                loss, metrics, weight = loss_parts(loss_fn(net(*inputs), targets))   # does
             if j == 0: weighted = weight is not None
             elif (weight is not None) != weighted:
                 raise ValueError("the loss returned a weight for some batches and not others")
             w = _rows(part) if weight is None else weight     # w_j: the units this loss averages
-            if isinstance(w, Tensor):                     # a unitless batch whose loss is not
-                w = w.detach().to(torch.float64)          # finite may have put NaN into .grad
-                empty = empty + ((w == 0) & ~loss.detach().isfinite()).double()
+            if isinstance(w, Tensor): w = w.detach().to(torch.float64)
+            if isinstance(w, Tensor) or w == 0:           # a unitless batch whose loss is not
+                bad = ~loss.detach().isfinite()           # finite may have put NaN into .grad
+                empty = empty + (bad & (w == 0)).double()
             C_prev, C = C, C + w
             keep, share = _frac(C_prev, C), _frac(w, C)   # C_{j-1} / C_j and w_j / C_j
             g_keep, g_share = keep, share                 # the running mean G_j, in `.grad`
@@ -202,19 +192,20 @@ def _step_grads(net:nn.Module,           # the model as trained: plain, DDP-wrap
             elif share > 0: means[name] = old * keep + v * share
             else: means[name] = old
     sums = list(means.values()) if world == 1 else [m * C for m in means.values()]
-    *totals, W, empty = reduce_sums([*sums, C, empty], device)     # all ranks', read once
+    *totals, W, empty, S = reduce_sums([*sums, C, empty, S], device)   # all ranks', read once
     if W <= 0: raise ValueError(f"the loss's weights add up to {W} over a step")
     if empty and not _finite_grads(net):                  # 0 · (1/0) in its backward: NaN
         raise ValueError("a micro-batch without units (weight 0) returned a non-finite loss, and "
                          "the step's gradient is not finite: a loss written sum / count divides "
                          "by 0 there; divide by count.clamp(min=1) instead. No step was taken")
     if world > 1: totals = [t / W for t in totals]
-    return totals[0], dict(zip(list(means)[1:], totals[1:]))
+    scale = S / world if scaler.is_enabled() else None  # the same S on every rank
+    return totals[0], dict(zip(list(means)[1:], totals[1:])), scale
 
 def _update(model:nn.Module, opt, sched, scaler:torch.amp.GradScaler, grad_clip:float|None,
-            hist:dict, loss:float, metrics:dict[str, float]):
+            hist:dict, loss:float, metrics:dict[str, float], scale:float|None):
     "The step after the gradients: log the rate (and the loss scale), `scaled_step`, log the loss"
-    if scaler.is_enabled(): hist.setdefault('loss_scale', []).append(scaler.get_scale())
+    if scale is not None: hist.setdefault('loss_scale', []).append(scale)   # read with the loss
     hist['lr'].append(opt.param_groups[0]['lr'])
     scaled_step(opt, scaler, sched, params=model.parameters(), grad_clip=grad_clip)
     for k, v in {'loss': loss, **metrics}.items(): hist.setdefault(k, []).append(v)
@@ -253,6 +244,7 @@ def _fingerprint(tensors:list[Tensor]) -> list[Tensor]:
 
 def _check_batches(batch, split:bool, device:torch.device):
     "Under torchrun: each rank's loader yields the same global batch (split) or its own (not)"
+    batch = as_batch(batch)
     tensors = [batch] if isinstance(batch, Tensor) else list(batch)
     ints = [t for t in tensors if not t.is_floating_point()]   # labels, ids, masks: no augmentation
     compared = (ints or tensors) if split else tensors    # per-rank: any tensor may tell them apart
@@ -306,7 +298,8 @@ def _check_loader(dl:EpochLoader, split:bool, world:int, device:torch.device):
 
 # %% ../nbs/k_train.ipynb #c5d13554
 def fit(model:nn.Module, train_dl, valid_dl=None, *,
-        epochs:int, lr:float=1e-3,
+        epochs:int=3,                   # passes over train_dl (Hugging Face Trainer's default)
+        lr:float=1e-3,
         loss:Callable|None=None,        # (outputs, targets) -> loss, (loss, metrics) or + weight
         label_smoothing:float=0.0,      # ε of the default loss (a ValueError with `loss`)
         optimizer:Callable|None=None,   # (model, lr=) -> optimiser; default `adamw()`
@@ -363,9 +356,10 @@ def fit(model:nn.Module, train_dl, valid_dl=None, *,
                                   else groups):
             if i == 0 and world > 1: _check_batches(group[0], split, device)
             opt.zero_grad(set_to_none=True)
-            mean, metrics = _step_grads(net, ddp, group, loss_fn, device, rank, world, amp,
-                                        scaler, split, dynamic=net is not (ddp or model))
-            _update(model, opt, sched, scaler, grad_clip, hist, mean, metrics)
+            compiled = net is not (ddp or model)
+            mean, metrics, scale = _step_grads(net, ddp, group, loss_fn, device, rank, world,
+                                               amp, scaler, split, dynamic=compiled)
+            _update(model, opt, sched, scaler, grad_clip, hist, mean, metrics, scale)
             step += 1
             if ck and ck.every and step % ck.every == 0: save()
         if step % per_epoch == 0:                                   # a whole epoch is done
