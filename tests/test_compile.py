@@ -162,14 +162,14 @@ def test_encoder_decoder_cached_step_is_one_graph():
 
 
 def _family_names():
-    from test_device import FAMILIES
+    from families import FAMILIES
     return list(FAMILIES)
 
 
 @pytest.mark.parametrize("name", _family_names())
 def test_training_step_is_one_graph(name):
     "What fit runs for every family: the model in train mode and fit's default loss (ε = 0.1), one graph, backward too"
-    from test_device import FAMILIES
+    from families import FAMILIES
     from txbook.losses import default_loss
     make, data = FAMILIES[name]
     seed_everything(0)

@@ -428,9 +428,10 @@ def test_model_loss_term_under_torchrun(two_procs):
             torch.testing.assert_close(h['pl'][key], hist[key], atol=1e-5, rtol=0, msg=key)
 
 
+@pytest.mark.slow   # torchrun jobs (module fixtures)
 def test_every_family_under_torchrun(two_procs):
-    "Each model family of tests/test_device.py trains under DDP with fit(model, dl) alone (MAE, its ViT's head set aside)"
-    from test_device import FAMILIES
+    "Each model family (tests/families.py) trains under DDP with fit(model, dl) alone (MAE's ViT head set aside)"
+    from families import FAMILIES
     out, _ = two_procs
     runs = [json.loads((out / f'rank{r}.json').read_text())['families'] for r in range(2)]
     for name in FAMILIES:
@@ -641,7 +642,7 @@ def test_process_group_left_at_exit(two_procs):
 
 def families_run() -> dict:
     "Every model family of test_device.FAMILIES, one epoch of 2 steps with fit's defaults: its steps, or its error"
-    from test_device import FAMILIES
+    from families import FAMILIES
     out = {}
     for name, (make, data) in FAMILIES.items():
         seed_everything(0)
