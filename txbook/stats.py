@@ -12,9 +12,9 @@ from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['SPREAD_RTOL', 'EQUAL_RTOL', 'SEEDS_WARNING', 'format_value', 'report', 'betainc', 't_cdf', 't_quantile', 'Verdict',
-           'seed_verdict', 'stats_verdict', 'equivalence_verdict', 'holm', 'holm_verdicts', 'Claim', 'claim', 'Family',
-           'items_verdict']
+__all__ = ['SPREAD_RTOL', 'PRECISION_ULPS', 'EQUAL_RTOL', 'SEEDS_WARNING', 'format_value', 'report', 'betainc', 't_cdf',
+           't_quantile', 'Verdict', 'rounding_floor', 'seed_verdict', 'stats_verdict', 'equivalence_verdict', 'holm',
+           'holm_verdicts', 'Claim', 'claim', 'Family', 'items_verdict']
 
 # %% ../nbs/b_stats.ipynb #a9cbf6ac
 def _mean_std(v) -> tuple[float, float]:
@@ -170,18 +170,30 @@ class Verdict:
         return f"not resolved at this budget{fam} ({self.interval})"
 
 SPREAD_RTOL = 1e-9   # a standard error below this fraction of |A − B| counts as no spread
+PRECISION_ULPS = 16  # ... or below this many steps of the inputs' precision (float32: rounding)
 EQUAL_RTOL = 1e-12   # no spread and |A − B| below this fraction of the values' size: A = B
 SEEDS_WARNING = ("Are the seeds independent? Runs that share a seed by mistake give identical "
                  "numbers, and look like this.")
 
+def rounding_floor(*groups) -> float:
+    "The rounding of the values as given: `PRECISION_ULPS` steps of their coarsest dtype × max|v|"
+    eps, big = torch.finfo(torch.float64).eps, 0.0          # Python floats: float64
+    for v in groups:
+        for x in v:
+            name = str(getattr(x, 'dtype', 'float64')).removeprefix('torch.')
+            if name in ('float16', 'bfloat16', 'float32'):  # tensors, arrays and their items
+                eps = max(eps, torch.finfo(getattr(torch, name)).eps)
+            big = max(big, abs(float(x)))
+    return PRECISION_ULPS * eps * big
+
 def _no_spread(names, stats_a, stats_b, diff, p_exact, exact, test, alpha, higher_is_better,
-               fmt, shown, how):
+               fmt, shown, how, floor=0.0):
     "The verdict when A − B has no spread: no t test; an exact test that is valid for counts"
     A, B = names
     a_, b_ = shown
     same = "in every seed" if test == 'paired t' else "with no spread in either method"
     nan = float('nan')
-    if abs(diff) <= EQUAL_RTOL * max(abs(stats_a[0]), abs(stats_b[0])):      # equal up to rounding
+    if abs(diff) <= max(EQUAL_RTOL * max(abs(stats_a[0]), abs(stats_b[0])), floor):  # rounding
         text = (f"{A} ({a_}) against {B} ({b_}): {A} − {B} = 0 {same}, so there is nothing to "
                 f"test; equal numbers on these seeds do not show equal methods ({how})")
         return Verdict(names, *stats_a, *stats_b, 0.0, nan, nan, nan, test, alpha,
@@ -196,14 +208,14 @@ def _no_spread(names, stats_a, stats_b, diff, p_exact, exact, test, alpha, highe
     return Verdict(names, *stats_a, *stats_b, diff, nan, nan, p_exact, used, alpha, word, text)
 
 def _verdict(names, stats_a, stats_b, diff, se, df, test, alpha, higher_is_better, fmt, shown, n,
-             p_exact, exact):
+             p_exact, exact, floor=0.0):
     "Interval, p-value, word and sentence from a difference, its standard error and its d.o.f."
     A, B = names
     a_, b_ = shown
     how = f"{test}, n = {n}"
-    if se <= SPREAD_RTOL * abs(diff):  # no spread (up to rounding): the same A − B every time
+    if se <= max(SPREAD_RTOL * abs(diff), floor):  # no spread (up to rounding): the same A − B
         return _no_spread(names, stats_a, stats_b, diff, p_exact, exact, test, alpha,
-                          higher_is_better, fmt, shown, how)
+                          higher_is_better, fmt, shown, how, floor)
     half = t_quantile(1 - alpha / 2, df) * se
     low, high = diff - half, diff + half
     p = 2 * t_cdf(-abs(diff) / se, df)
@@ -245,18 +257,19 @@ def seed_verdict(a,   # method A: one value per seed (a list, a tensor, an array
                 ) -> Verdict:
     "Is A better than B across seeds? A two-sided t test (paired, or Welch's) and its interval"
     _check_alpha(alpha)
-    a, b = _per_seed(a, b, names, paired)
+    floor = rounding_floor(a, b)           # float32 accuracies: a spread of ~1e-8 is rounding
+    a, b = _per_seed(a, b, names, paired)  # float64 from here on
     stats_a, stats_b = (*_mean_std(a), len(a)), (*_mean_std(b), len(b))
     shown = (format_value(a, fmt), format_value(b, fmt))
     if not paired:
         return stats_verdict(stats_a, stats_b, names=names, higher_is_better=higher_is_better,
-                             alpha=alpha, fmt=fmt, shown=shown, nu=nu)
+                             alpha=alpha, fmt=fmt, shown=shown, nu=nu, floor=floor)
     d = [x - y for x, y in zip(a, b)]                               # per-seed differences
     n = len(d)
     mean_d, sd_d = _mean_std(d)
     return _verdict(names, stats_a, stats_b, mean_d, sd_d / math.sqrt(n), n - 1, 'paired t',
                     alpha, higher_is_better, fmt, shown, n, p_exact=min(1.0, 2 * 0.5 ** n),
-                    exact=f"the sign test ({n} of {n} seeds on one side)")
+                    exact=f"the sign test ({n} of {n} seeds on one side)", floor=floor)
 
 def _unpaired(a, b, nu):
     "A − B, its standard error and its d.o.f. from (mean, std, count) pairs; the test's name"
@@ -286,6 +299,7 @@ def stats_verdict(a:tuple[float, float, int],   # (mean, sample std, number of s
                   alpha:float=0.05, fmt:str='.4g',
                   shown:tuple[str, str]|None=None,   # how A's and B's numbers are written
                   nu:Literal['hsu', 'welch']='hsu',  # d.o.f.: min(n_a, n_b) − 1, or Welch's ν
+                  floor:float=0.0,   # a standard error at or below this is rounding: no spread
                  ) -> Verdict:
     "Welch's t test on recorded statistics (different seeds, or a benchmark's printout)"
     _check_alpha(alpha)
@@ -296,7 +310,7 @@ def stats_verdict(a:tuple[float, float, int],   # (mean, sample std, number of s
     na, nb = a[2], b[2]
     return _verdict(names, a, b, diff, se, df, test, alpha, higher_is_better, fmt, shown,
                     f"{na} + {nb}", p_exact=min(1.0, 2 / math.comb(na + nb, na)),
-                    exact=f"the rank-sum test (all {na} above all {nb}, or below)")
+                    exact=f"the rank-sum test (all {na} above all {nb}, or below)", floor=floor)
 
 # %% ../nbs/b_stats.ipynb #640a2deb
 def equivalence_verdict(a,   # method A: one value per seed
