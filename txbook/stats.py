@@ -12,9 +12,9 @@ from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['SPREAD_RTOL', 'PRECISION_ULPS', 'EQUAL_RTOL', 'SEEDS_WARNING', 'format_value', 'report', 'betainc', 't_cdf',
-           't_quantile', 'Verdict', 'rounding_floor', 'seed_verdict', 'stats_verdict', 'equivalence_verdict', 'holm',
-           'holm_verdicts', 'Claim', 'claim', 'Family', 'items_verdict']
+__all__ = ['SPREAD_RTOL', 'PRECISION_ULPS', 'EQUAL_RTOL', 'SEEDS_WARNING', 'ITEMS_TEST', 'format_value', 'report', 'betainc',
+           't_cdf', 't_quantile', 'Verdict', 'rounding_floor', 'seed_verdict', 'stats_verdict', 'equivalence_verdict',
+           'holm', 'holm_verdicts', 'Claim', 'claim', 'Family', 'items_verdict']
 
 # %% ../nbs/b_stats.ipynb #a9cbf6ac
 def _mean_std(v) -> tuple[float, float]:
@@ -405,6 +405,8 @@ class Claim:
     family:str     # the family it was read from
     def __str__(self): return self.text
 
+ITEMS_TEST = 'sign-flip test'   # how `items_verdict`'s verdicts name their test
+
 def claim(corrected:Mapping,   # name -> Verdict corrected by `holm_verdicts` (one family)
           *, factor:str|None=None,   # what the names vary, for "depends on ..." (e.g. 'the rate')
          ) -> Claim:
@@ -418,6 +420,11 @@ def claim(corrected:Mapping,   # name -> Verdict corrected by `holm_verdicts` (o
         raise ValueError("claim reads 'better'/'worse' verdicts; equivalence needs its own family")
     (family,) = fams
     size = next(iter(vs.values())).family_size
+    items = {k: v for k, v in vs.items() if v.test.startswith(ITEMS_TEST)}   # models held fixed
+    vs = {k: v for k, v in vs.items() if k not in items}                    # over the seeds
+    if items and not vs:
+        raise ValueError(f"claim reads the comparisons over the seeds; {', '.join(items)} "
+                         f"hold the trained models fixed, a condition on them, not a claim")
     on = lambda w: [k for k, v in vs.items() if v.word == w]
     better, worse, k = on('better'), on('worse'), len(vs)
     of = f"{k} comparison{'s' * (k != 1)} in the family {family!r} of {size}, Holm"
@@ -432,6 +439,14 @@ def claim(corrected:Mapping,   # name -> Verdict corrected by `holm_verdicts` (o
                                          f"{len(better)} of {of}; the rest not resolved "
                                          f"at this budget")
     else: word, text = 'not resolved', f"not resolved at this budget: none of the {of} resolved"
+    if items:               # the items only add a condition to "holds": never a word on their own
+        short = [k_ for k_, v in items.items() if v.word != 'better']
+        if word == 'holds' and short:
+            word, text = 'partly', (f"partly: better in all {of}, but not over the test items at "
+                                    f"{', '.join(short)} (Holm)")
+        elif word == 'holds': text += f", and over the test items at all {len(items)}"
+        else: text += (f"; over the items ({', '.join(items)}): only a condition on a resolved "
+                       f"'holds', no word of their own")
     return Claim(word, text, family)
 
 class Family:
