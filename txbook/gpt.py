@@ -162,6 +162,8 @@ class GPT(nn.Module):
                              f"{len(self.blocks)} blocks")
         if idx.ndim != 2:
             raise ValueError(f"idx must be (B, N) token ids, got shape {tuple(idx.shape)}")
+        if idx.dtype not in (torch.long, torch.int):                       # metadata: no sync
+            raise ValueError(f"idx must be integer token ids (torch.long), got dtype {idx.dtype}")
         past = 0 if caches is None else len(caches[0])                     # tokens already seen
         if self.pos_emb is not None and past + idx.shape[1] > self.cfg.block_size:
             raise ValueError(f"sequence length {past + idx.shape[1]} exceeds the context length "

@@ -95,7 +95,36 @@ class EncoderDecoder(nn.Module):
               offset:int=0,          # position of the first token (cached tokens before it)
              ) -> Tensor:            # (B, N, D)
         "Token embeddings plus the learned positions offset..offset+N-1"
-        return emb(ids) + _learned_positions(self.pos_emb, ids.shape[-1], offset)
+        return self.lookup(ids, emb) + _learned_positions(self.pos_emb, ids.shape[-1], offset)
+
+    def lookup(self, ids:Tensor,     # token ids, any shape
+               emb:nn.Embedding,     # `src_emb` or `tgt_emb`
+              ) -> Tensor:           # (..., D)
+        "`emb(ids)`; eager, an id outside the vocabulary is a ValueError naming it, as in `GPT`"
+        what = 'source' if emb is self.src_emb else 'target'
+        if ids.dtype not in (torch.long, torch.int):                   # metadata: no sync
+            raise ValueError(f"{what} ids must be integer token ids (torch.long), "
+                             f"got dtype {ids.dtype}")
+        if torch.compiler.is_compiling(): return emb(ids)              # one graph, no value check
+        if ids.device.type == 'cpu':                   # the lookup refuses a bad id itself:
+            try: return emb(ids)
+            except IndexError: self.check_ids(ids, emb)                # name it (a ValueError)
+        self.check_ids(ids, emb)                       # a GPU would assert in its kernel: look
+        return emb(ids)                                # first (one host sync)
+
+    def check_ids(self, ids:Tensor,  # token ids, any shape
+                  emb:nn.Embedding,  # `src_emb` or `tgt_emb`
+                 ):
+        "Raise `ValueError` naming an id outside `emb`'s vocabulary; it reads the ids (a sync)"
+        what = 'source' if emb is self.src_emb else 'target'
+        V = emb.num_embeddings
+        if ids.numel() == 0: return
+        lo, hi = torch.stack(list(ids.aminmax())).tolist()   # one read: a host sync on a GPU
+        if lo < 0 or hi >= V:
+            bad = ids[(ids < 0) | (ids >= V)]
+            raise ValueError(f"{what} ids must be in [0, {V}) for a {what} vocabulary of {V}; "
+                             f"got {bad[0].item()} ({bad.numel()} of {ids.numel()} ids outside, "
+                             f"min {lo}, max {hi})") from None
 
     def encode(self, src:Tensor,                 # (B, M) source ids
                *,

@@ -12,8 +12,8 @@ from pathlib import Path
 from .tdist import t_cdf, t_quantile     # appendix N: Student's t, without SciPy
 
 # %% auto #0
-__all__ = ['SPREAD_RTOL', 'EQUAL_RTOL', 'SEEDS_WARNING', 'format_value', 'report', 'Verdict', 'seed_verdict', 'stats_verdict',
-           'equivalence_verdict', 'holm', 'Claim', 'Family']
+__all__ = ['SPREAD_RTOL', 'PRECISION_ULPS', 'EQUAL_RTOL', 'SEEDS_WARNING', 'ITEMS_TEST', 'format_value', 'report', 'Verdict',
+           'rounding_floor', 'seed_verdict', 'stats_verdict', 'equivalence_verdict', 'holm', 'Claim', 'Family']
 
 # %% ../nbs/b_stats.ipynb #a9cbf6ac
 def _mean_std(v) -> tuple[float, float]:
@@ -95,18 +95,29 @@ class Verdict:
         return f"not resolved at this budget{fam} ({self.interval})"
 
 SPREAD_RTOL = 1e-9   # a standard error below this fraction of |A − B| counts as no spread
+PRECISION_ULPS = 16  # ... or below this many steps of the inputs' precision (float32: rounding)
 EQUAL_RTOL = 1e-12   # no spread and |A − B| below this fraction of the values' size: A = B
 SEEDS_WARNING = ("Are the seeds independent? Runs that share a seed by mistake give identical "
                  "numbers, and look like this.")
 
+_EPS = dict(float64=2.0**-52, float32=2.0**-23, float16=2.0**-10, bfloat16=2.0**-7)  # machine ε
+def rounding_floor(*groups) -> float:
+    "The rounding of the values as given: `PRECISION_ULPS` steps of their coarsest dtype × max|v|"
+    eps, big = _EPS['float64'], 0.0                    # Python floats: float64
+    for x in (x for v in groups for x in v):
+        name = str(getattr(x, 'dtype', 'float64')).removeprefix('torch.')
+        eps = max(eps, _EPS.get(name, 0.0))            # tensors, arrays and their items
+        big = max(big, abs(float(x)))
+    return PRECISION_ULPS * eps * big
+
 def _no_spread(names, stats_a, stats_b, diff, p_exact, exact, test, alpha, higher_is_better,
-               fmt, shown, how):
+               fmt, shown, how, floor=0.0):
     "The verdict when A − B has no spread: no t test; an exact test that is valid for counts"
     A, B = names
     a_, b_ = shown
     same = "in every seed" if test == 'paired t' else "with no spread in either method"
     nan = float('nan')
-    if abs(diff) <= EQUAL_RTOL * max(abs(stats_a[0]), abs(stats_b[0])):      # equal up to rounding
+    if abs(diff) <= max(EQUAL_RTOL * max(abs(stats_a[0]), abs(stats_b[0])), floor):  # rounding
         text = (f"{A} ({a_}) against {B} ({b_}): {A} − {B} = 0 {same}, so there is nothing to "
                 f"test; equal numbers on these seeds do not show equal methods ({how})")
         return Verdict(names, *stats_a, *stats_b, 0.0, nan, nan, nan, test, alpha,
@@ -121,14 +132,14 @@ def _no_spread(names, stats_a, stats_b, diff, p_exact, exact, test, alpha, highe
     return Verdict(names, *stats_a, *stats_b, diff, nan, nan, p_exact, used, alpha, word, text)
 
 def _verdict(names, stats_a, stats_b, diff, se, df, test, alpha, higher_is_better, fmt, shown, n,
-             p_exact, exact):
+             p_exact, exact, floor=0.0):
     "Interval, p-value, word and sentence from a difference, its standard error and its d.o.f."
     A, B = names
     a_, b_ = shown
     how = f"{test}, n = {n}"
-    if se <= SPREAD_RTOL * abs(diff):  # no spread (up to rounding): the same A − B every time
+    if se <= max(SPREAD_RTOL * abs(diff), floor):  # no spread (up to rounding): the same A − B
         return _no_spread(names, stats_a, stats_b, diff, p_exact, exact, test, alpha,
-                          higher_is_better, fmt, shown, how)
+                          higher_is_better, fmt, shown, how, floor)
     half = t_quantile(1 - alpha / 2, df) * se
     low, high = diff - half, diff + half
     p = 2 * t_cdf(-abs(diff) / se, df)
@@ -170,18 +181,19 @@ def seed_verdict(a,   # method A: one value per seed (a list, a tensor, an array
                 ) -> Verdict:
     "Is A better than B across seeds? A two-sided t test (paired, or Welch's) and its interval"
     _check_alpha(alpha)
-    a, b = _per_seed(a, b, names, paired)
+    floor = rounding_floor(a, b)           # float32 accuracies: a spread of ~1e-8 is rounding
+    a, b = _per_seed(a, b, names, paired)  # float64 from here on
     stats_a, stats_b = (*_mean_std(a), len(a)), (*_mean_std(b), len(b))
     shown = (format_value(a, fmt), format_value(b, fmt))
     if not paired:
         return stats_verdict(stats_a, stats_b, names=names, higher_is_better=higher_is_better,
-                             alpha=alpha, fmt=fmt, shown=shown, nu=nu)
+                             alpha=alpha, fmt=fmt, shown=shown, nu=nu, floor=floor)
     d = [x - y for x, y in zip(a, b)]                               # per-seed differences
     n = len(d)
     mean_d, sd_d = _mean_std(d)
     return _verdict(names, stats_a, stats_b, mean_d, sd_d / math.sqrt(n), n - 1, 'paired t',
                     alpha, higher_is_better, fmt, shown, n, p_exact=min(1.0, 2 * 0.5 ** n),
-                    exact=f"the sign test ({n} of {n} seeds on one side)")
+                    exact=f"the sign test ({n} of {n} seeds on one side)", floor=floor)
 
 def _unpaired(a, b, nu):
     "A − B, its standard error and its d.o.f. from (mean, std, count) pairs; the test's name"
@@ -211,6 +223,7 @@ def stats_verdict(a:tuple[float, float, int],   # (mean, sample std, number of s
                   alpha:float=0.05, fmt:str='.4g',
                   shown:tuple[str, str]|None=None,   # how A's and B's numbers are written
                   nu:Literal['hsu', 'welch']='hsu',  # d.o.f.: min(n_a, n_b) − 1, or Welch's ν
+                  floor:float=0.0,   # a standard error at or below this is rounding: no spread
                  ) -> Verdict:
     "Welch's t test on recorded statistics (different seeds, or a benchmark's printout)"
     _check_alpha(alpha)
@@ -221,7 +234,7 @@ def stats_verdict(a:tuple[float, float, int],   # (mean, sample std, number of s
     na, nb = a[2], b[2]
     return _verdict(names, a, b, diff, se, df, test, alpha, higher_is_better, fmt, shown,
                     f"{na} + {nb}", p_exact=min(1.0, 2 / math.comb(na + nb, na)),
-                    exact=f"the rank-sum test (all {na} above all {nb}, or below)")
+                    exact=f"the rank-sum test (all {na} above all {nb}, or below)", floor=floor)
 
 # %% ../nbs/b_stats.ipynb #640a2deb
 def equivalence_verdict(a,   # method A: one value per seed
@@ -283,6 +296,8 @@ def holm(p:Sequence[float],   # the family's p-values, one per comparison (nan: 
         running = max(running, min(1.0, (m - rank) * key(i)))  # (m − rank)·p, never decreasing
         adjusted[i] = float('nan') if math.isnan(p[i]) else running
     return adjusted
+
+ITEMS_TEST = 'sign-flip test'   # how `items_verdict`'s verdicts (appendix O) name their test
 
 @dataclass(frozen=True)
 class Claim:
@@ -349,6 +364,11 @@ class Family:
         "'A is better than B' over the corrected members: holds, fails, depends on the factor..."
         fixed = self.corrected()
         vs = {k: fixed[k] for k in (members or self.members)}
+        items = {k: v for k, v in vs.items() if v.test.startswith(ITEMS_TEST)}   # models fixed
+        vs = {k: v for k, v in vs.items() if k not in items}                    # over the seeds
+        if items and not vs:
+            raise ValueError(f"claim reads the comparisons over the seeds; {', '.join(items)} "
+                             f"hold the trained models fixed, a condition on them, not a claim")
         if {v.word for v in vs.values()} - {'better', 'worse', 'not resolved'}:
             raise ValueError("claim reads 'better'/'worse' verdicts; equivalence needs its own "
                              "family")
@@ -367,6 +387,12 @@ class Family:
                                              f"{len(better)} of {of}; the rest not resolved "
                                              f"at this budget")
         else: word, text = 'not resolved', f"not resolved at this budget: none of the {of} resolved"
+        short = [k_ for k_, v in items.items() if v.word != 'better']   # the items: a condition
+        if items and word == 'holds' and short:                           # on "holds", no word
+            word, text = 'partly', f"partly: better in all {of}, but not over the test items at " \
+                                   f"{', '.join(short)} (Holm)"
+        elif items: text += (f", and over the test items at all {len(items)}" if word == 'holds' else
+                             f"; over the items ({', '.join(items)}): only a condition on 'holds'")
         return Claim(word, text, self.name)
 
     def __repr__(self):
