@@ -391,8 +391,8 @@ class Family:
         if items and word == 'holds' and short:                           # on "holds", no word
             word, text = 'partly', f"partly: better in all {of}, but not over the test items at " \
                                    f"{', '.join(short)} (Holm)"
-        elif items: text += (f", and over the test items at all {len(items)}" if word == 'holds' else
-                             f"; over the items ({', '.join(items)}): only a condition on 'holds'")
+        elif items: text += (f", and over the test items at all {len(items)}" if word == 'holds'
+                             else f"; over the items ({', '.join(items)}): only a condition")
         return Claim(word, text, self.name)
 
     def __repr__(self):
