@@ -16,6 +16,7 @@ from .mhsa import KVCache
 from .blocks import Activation, LayerNorm, TransformerBlock
 from .position import LearnedPositionEmbedding, RotaryEmbedding
 from .foreign import take, check_unused, hf_activation
+from .layers import check_token_ids        # appendix M: shared with the encoder-decoder
 
 # %% auto #0
 __all__ = ['GPTConfig', 'gpt_block', 'sample_next', 'gpt2_config', 'gpt2_state_dict', 'GPT']
@@ -188,14 +189,7 @@ class GPT(nn.Module):
     def check_ids(self, idx:Tensor, # token ids, any shape
                  ):
         "Raise `ValueError` naming an id outside the vocabulary; it reads the ids (a host sync)"
-        V = self.cfg.vocab_size
-        if idx.numel() == 0: return
-        lo, hi = torch.stack(list(idx.aminmax())).tolist()   # one read: a host sync on a GPU
-        if lo < 0 or hi >= V:
-            bad = idx[(idx < 0) | (idx >= V)]
-            raise ValueError(f"token ids must be in [0, {V}) for vocab_size={V}; got "
-                             f"{bad[0].item()} ({bad.numel()} of {idx.numel()} ids outside, "
-                             f"min {lo}, max {hi})") from None
+        check_token_ids(idx, self.cfg.vocab_size, 'token')
 
     @torch.no_grad()
     def generate(self, idx:Tensor,          # (B, N) prompt token ids

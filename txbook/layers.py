@@ -1,4 +1,4 @@
-"""Patches and their grid checks, stochastic depth and the Hugging Face pre-norm block: what several model families use and no chapter owns, in one module that the models import, as timm's models import `timm.layers`.
+"""Patches and their grid checks, stochastic depth, the Hugging Face pre-norm block and the token-id check: what several model families use and no chapter owns, in one module that the models import, as timm's models import `timm.layers`.
 
 Docs: https://txbook.github.io/txbook/nbs/m_layers.html.md"""
 
@@ -12,7 +12,7 @@ from einops import rearrange
 from .foreign import pair, take                # appendix L
 
 # %% auto #0
-__all__ = ['patchify', 'unpatchify', 'PatchEmbedding', 'image_grid', 'patch_grid', 'DropPath', 'hf_block']
+__all__ = ['patchify', 'unpatchify', 'PatchEmbedding', 'image_grid', 'patch_grid', 'DropPath', 'hf_block', 'check_token_ids']
 
 # %% ../nbs/m_layers.ipynb #6d1f0b01
 def patchify(x:Tensor,        # (B, C, I_h, I_w) images
@@ -103,3 +103,17 @@ def hf_block(s:dict[str, Tensor], # a Hugging Face state dict under transformers
         new[f'{o}{attn}to_out.{p}'] = take(s, f'{h}attention.o_proj.{p}')
         for ours, theirs in _HF_LAYER: new[f'{o}{ours}.{p}'] = take(s, f'{h}{theirs}.{p}')
     return new
+
+# %% ../nbs/m_layers.ipynb #6d1f0c02
+def check_token_ids(ids:Tensor,       # token ids, any shape
+                    vocab_size:int,   # V: the embedding's rows
+                    what:str='token', # how the message names them ('source', 'target')
+                   ):
+    "Raise `ValueError` naming an id outside [0, V); it reads the ids' min and max (one host sync)"
+    if ids.numel() == 0: return
+    lo, hi = torch.stack(list(ids.aminmax())).tolist()   # one read: a host sync on a GPU
+    if lo < 0 or hi >= vocab_size:
+        bad = ids[(ids < 0) | (ids >= vocab_size)]
+        raise ValueError(f"{what} ids must be in [0, {vocab_size}) for a {what} vocabulary of "
+                         f"{vocab_size}; got {bad[0].item()} ({bad.numel()} of {ids.numel()} ids "
+                         f"outside, min {lo}, max {hi})") from None

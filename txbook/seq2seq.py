@@ -14,6 +14,7 @@ from .core import eval_mode
 from .attention import attention_weights
 from .mhsa import KVCache
 from .blocks import Activation, Encoder, Decoder
+from .layers import check_token_ids        # appendix M: shared with GPT
 
 # %% auto #0
 __all__ = ['mask_special', 'EncoderDecoder', 'cross_attention', 'pad_batch']
@@ -116,15 +117,7 @@ class EncoderDecoder(nn.Module):
                   emb:nn.Embedding,  # `src_emb` or `tgt_emb`
                  ):
         "Raise `ValueError` naming an id outside `emb`'s vocabulary; it reads the ids (a sync)"
-        what = 'source' if emb is self.src_emb else 'target'
-        V = emb.num_embeddings
-        if ids.numel() == 0: return
-        lo, hi = torch.stack(list(ids.aminmax())).tolist()   # one read: a host sync on a GPU
-        if lo < 0 or hi >= V:
-            bad = ids[(ids < 0) | (ids >= V)]
-            raise ValueError(f"{what} ids must be in [0, {V}) for a {what} vocabulary of {V}; "
-                             f"got {bad[0].item()} ({bad.numel()} of {ids.numel()} ids outside, "
-                             f"min {lo}, max {hi})") from None
+        check_token_ids(ids, emb.num_embeddings, 'source' if emb is self.src_emb else 'target')
 
     def encode(self, src:Tensor,                 # (B, M) source ids
                *,
