@@ -641,7 +641,7 @@ def test_process_group_left_at_exit(two_procs):
 
 
 def families_run() -> dict:
-    "Every model family of tests/families.py FAMILIES, one epoch of 2 steps with fit's defaults: its steps, or its error"
+    "Every model family (tests/families.py), one epoch of 2 steps with fit's defaults: its steps, or its error"
     from families import FAMILIES
     out = {}
     for name, (make, data) in FAMILIES.items():
