@@ -347,7 +347,7 @@ def two_procs(tmp_path_factory):
     tiny_run(batch_size=2 * B, checkpoint=out / 'one.safetensors', max_steps=7)   # world 1, for R5 #5
     cmd = [sys.executable, '-m', 'torch.distributed.run', '--nnodes=1', '--nproc_per_node=2',
            '--master_addr=127.0.0.1', f'--master_port={free_port()}', __file__, str(out)]
-    env = os.environ | {'OMP_NUM_THREADS': '1'}
+    env = os.environ | {'OMP_NUM_THREADS': '1', 'PYTHONFAULTHANDLER': '1'}   # a crash: every thread's stack
     if sys.platform == 'linux': env['GLOO_SOCKET_IFNAME'] = 'lo'    # gloo's traffic on the loopback too
     with Stopwatch() as sw:
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=out, env=env)
@@ -638,6 +638,29 @@ def test_process_group_left_at_exit(two_procs):
     out, _ = two_procs
     for r in range(2):
         assert json.loads((out / f'exit{r}.json').read_text()) == {'initialized_at_exit': False}
+
+
+FAILING_RANK = """
+import sys, torch
+from txbook.distributed import _all_reduce, setup_distributed
+setup_distributed('cpu')
+_all_reduce(torch.ones(1))
+if sys.argv[1] == '1': raise ValueError('rank 1 fails here')
+_all_reduce(torch.ones(1))   # rank 0 waits here for a rank that is gone
+"""
+
+
+@pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
+def test_a_failed_rank_does_not_wait_at_exit(tmp_path):
+    "Rank 1 raises while rank 0 waits in a collective: rank 1 skips the exit barrier, torchrun stops rank 0"
+    script = tmp_path / 'fail.py'
+    script.write_text(FAILING_RANK.replace("sys.argv[1]", "__import__('os').environ['RANK']"))
+    cmd = [sys.executable, '-m', 'torch.distributed.run', '--nnodes=1', '--nproc_per_node=2',
+           '--master_addr=127.0.0.1', f'--master_port={free_port()}', str(script)]
+    env = os.environ | {'OMP_NUM_THREADS': '1', 'GLOO_SOCKET_IFNAME': 'lo'}
+    # with the barrier on the failed rank too, both ranks would wait until `_EXIT_WAIT` (5 min)
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    assert run.returncode != 0 and 'rank 1 fails here' in run.stderr, run.stderr[-3000:]
 
 
 def families_run() -> dict:
