@@ -1,9 +1,9 @@
 """Code lines in the notebooks are at most 100 characters, so the site never scrolls code sideways.
 
 Counted: every line of every code cell, and every line inside a fenced code block (```python, ```,
-```{code-cell}) of a markdown cell; the prose inside MyST directives such as ```{exercise} is not code. A failure
-lists each long line as `nbs/<notebook>:cell <n>:line <m>` (n counts all cells from 1,
-as `nbdev` and Jupyter order them; m counts the cell's lines from 1) with its length.
+```{code-cell}) of a markdown cell; the prose inside MyST directives such as ```{exercise} is not
+code. A failure lists each long line as `nbs/<notebook>:cell <n>:line <m>` (n counts all cells from
+1, as `nbdev` and Jupyter order them; m counts the cell's lines from 1) with its length.
 """
 import json, re
 
@@ -17,7 +17,8 @@ CODE_DIRECTIVES = {"code-cell", "code-block", "code", "sourcecode"}
 
 
 def code_lines(cell: dict):
-    "(line number, text) of the code a reader sees in `cell`: a code cell's lines, a markdown cell's code fences"
+    """(line number, text) of the code a reader sees in `cell`: a code cell's lines, a markdown
+    cell's code fences"""
     src = cell["source"]
     lines = (src if isinstance(src, str) else "".join(src)).splitlines()
     if cell["cell_type"] == "code":
@@ -25,13 +26,16 @@ def code_lines(cell: dict):
         return
     if cell["cell_type"] != "markdown":
         return
-    stack = []  # open fences: (backticks or tildes, holds code?); MyST directives ({exercise}, ...) hold prose
+    # open fences: (backticks or tildes, holds code?); MyST directives ({exercise}, ...) hold prose
+    stack = []
     for i, line in enumerate(lines, 1):
         m = re.match(r"\s*(`{3,}|~{3,})\s*(.*)$", line)
-        if m and stack and m.group(1)[0] == stack[-1][0][0] and len(m.group(1)) >= len(stack[-1][0]) \
+        if m and stack and m.group(1)[0] == stack[-1][0][0] \
+                and len(m.group(1)) >= len(stack[-1][0]) \
                 and not m.group(2):
             stack.pop()  # closes the innermost fence
-        elif m and not (stack and stack[-1][1]):  # a fence opens (nothing opens inside a code fence)
+        elif m and not (stack and stack[-1][1]):
+            # a fence opens (nothing opens inside a code fence)
             info = m.group(2)
             directive = re.match(r"\{([\w-]+)\}", info)
             stack.append((m.group(1), directive is None or directive.group(1) in CODE_DIRECTIVES))
@@ -50,13 +54,17 @@ def long_lines(path, limit: int = MAX) -> list[str]:
 def test_code_lines_counted(tmp_path):
     "The counter itself: code cells and markdown fences count, prose and short lines do not"
     nb = {"cells": [{"cell_type": "code", "source": ["x = 1\n", "y = '" + "a" * 100 + "'\n"]},
-                    {"cell_type": "markdown", "source": "b" * 150 + "\n```python\n" + "c" * 101 + "\n```\n"},
+                    {"cell_type": "markdown",
+                     "source": "b" * 150 + "\n```python\n" + "c" * 101 + "\n```\n"},
                     {"cell_type": "code", "source": "z" * 100},
-                    {"cell_type": "markdown", "source": "````{solution} ex\n" + "p" * 120 + "\n```\n"
-                                                        + "q" * 120 + "\n```\n" + "r" * 120 + "\n````\n"}]}
+                    {"cell_type": "markdown",
+                     "source": "````{solution} ex\n" + "p" * 120 + "\n```\n"
+                                                        + "q" * 120 + "\n```\n" + "r" * 120
+                                                        + "\n````\n"}]}
     p = tmp_path / "x.ipynb"
     p.write_text(json.dumps(nb))
-    assert [l.split(": ")[0] for l in long_lines(p)] == ["x.ipynb:cell 1:line 2", "x.ipynb:cell 2:line 3",
+    assert [l.split(": ")[0] for l in long_lines(p)] == ["x.ipynb:cell 1:line 2",
+                                                         "x.ipynb:cell 2:line 3",
                                                           "x.ipynb:cell 4:line 4"]
 
 
