@@ -1,20 +1,23 @@
 #!/usr/bin/env python
-"""The character GPT of chapter 8 at nanoGPT's shakespeare-char size: validation loss and training time.
+"""The character GPT of chapter 8 at nanoGPT's shakespeare-char size: validation loss and training
+time.
 
-nanoGPT's `config/train_shakespeare_char.py` trains a 6-layer, 6-head, width-384 GPT (context 256, dropout
-0.2) for 5,000 steps of 64 windows with AdamW (lr 1e-3 warmed up over 100 steps, cosine decay to 1e-4,
-betas (0.9, 0.99), weight decay 0.1, gradient clipping at 1) and reports a validation loss of about 1.47.
-(Chapter 8's full size runs this configuration for 3,000 steps, `--steps 3000`, so that the chapter fits its
-time budget; the default here is nanoGPT's 5,000, for the comparison with its reported loss.)
-This script trains `txbook.gpt.GPT` with that configuration (the defaults of `GPTConfig`) through
-`txbook.train.fit`, the loop the chapter uses, on `txbook.text.Windows` of random windows (an epoch is
-`--eval-every` steps): the same 90/10 split of tinyshakespeare, bf16 autocast on a GPU with bf16 (fp16 with
-loss scaling on older GPUs, float32 on a CPU), nanoGPT's betas and schedule as `fit`'s options.
-The validation loss is the mean over `--eval-iters` random batches of the validation text (the same batches at
-every evaluation), as nanoGPT estimates it; the train loss is the mean of each epoch's training steps (in
-training mode, with dropout), and at the end also an estimate in eval mode on `--eval-iters` training batches.
+nanoGPT's `config/train_shakespeare_char.py` trains a 6-layer, 6-head, width-384 GPT (context 256,
+dropout 0.2) for 5,000 steps of 64 windows with AdamW (lr 1e-3 warmed up over 100 steps, cosine
+decay to 1e-4, betas (0.9, 0.99), weight decay 0.1, gradient clipping at 1) and reports a validation
+loss of about 1.47. (Chapter 8's full size runs this configuration for 3,000 steps, `--steps 3000`,
+so that the chapter fits its time budget; the default here is nanoGPT's 5,000, for the comparison
+with its reported loss.) This script trains `txbook.gpt.GPT` with that configuration (the defaults
+of `GPTConfig`) through `txbook.train.fit`, the loop the chapter uses, on `txbook.text.Windows` of
+random windows (an epoch is `--eval-every` steps): the same 90/10 split of tinyshakespeare, bf16
+autocast on a GPU with bf16 (fp16 with loss scaling on older GPUs, float32 on a CPU), nanoGPT's
+betas and schedule as `fit`'s options. The validation loss is the mean over `--eval-iters` random
+batches of the validation text (the same batches at every evaluation), as nanoGPT estimates it; the
+train loss is the mean of each epoch's training steps (in training mode, with dropout), and at the
+end also an estimate in eval mode on `--eval-iters` training batches.
 
-usage: python bench/bench_chargpt.py [--steps 5000] [--eval-every 250] [--eval-iters 200] [--seed 1337]
+usage: python bench/bench_chargpt.py [--steps 5000] [--eval-every 250] [--eval-iters 200] [--seed
+1337]
                                      [--device cuda] [--json OUT]
 A smoke test on a CPU: --steps 2 --eval-every 1 --eval-iters 1 --depth 1 --width 32 --context 16
 """
@@ -84,7 +87,8 @@ def main():
                nanogpt_val_loss=NANOGPT_VAL_LOSS, torch=torch.__version__)
     for s, tr, va in zip(steps, h['train_loss'], h['valid_loss']):
         print(f"step {s:5d}: train loss {tr:.4f} (the epoch's steps), validation loss {va:.4f}")
-    print(f"RESULT chargpt: {params / 1e6:.2f}M parameters, {a.steps} steps in {wall:.0f} s on {name} "
+    print(f"RESULT chargpt: {params / 1e6:.2f}M parameters, {a.steps} steps in {wall:.0f} s on "
+          f"{name} "
           f"({res['precision']}, evaluation included): validation loss {res['final_val_loss']:.4f} "
           f"(best {res['best_val_loss']:.4f}; nanoGPT {NANOGPT_VAL_LOSS}), train loss "
           f"{train_eval:.4f}")

@@ -51,19 +51,23 @@ def setup(B, N, D, H, device):
     ours = mha_from_torch(ref).to(device)
     x = torch.randn(B, N, D, device=device, requires_grad=True)
     with torch.no_grad():
-        assert torch.allclose(ours(x), ref(x, x, x, need_weights=False)[0], atol=1e-5), "outputs differ"
+        assert torch.allclose(ours(x), ref(x, x, x, need_weights=False)[0],
+                              atol=1e-5), "outputs differ"
     Dh = D // H
     q, k, v = (torch.randn(B, H, N, Dh, device=device, requires_grad=True) for _ in range(3))
-    g_attn = torch.randn(B, H, N, Dh, device=device)                   # the gradient reaching the kernel
+    # the gradient reaching the kernel
+    g_attn = torch.randn(B, H, N, Dh, device=device)
     to_qkv, to_out = nn.Linear(D, 3 * D).to(device), nn.Linear(D, D).to(device)
     x_qkv, x_out = (torch.randn(B, N, D, device=device, requires_grad=True) for _ in range(2))
     g_qkv, g_out = torch.randn(B, N, 3 * D, device=device), torch.randn(B, N, D, device=device)
     return {
         'ours': (lambda: ours(x).sum().backward(), [x, *ours.parameters()]),
-        'torch': (lambda: ref(x, x, x, need_weights=False)[0].sum().backward(), [x, *ref.parameters()]),
+        'torch': (lambda: ref(x, x, x, need_weights=False)[0].sum().backward(),
+                  [x, *ref.parameters()]),
         'kernel': (lambda: F.scaled_dot_product_attention(q, k, v).backward(g_attn), [q, k, v]),
-        'products': (lambda: torch.autograd.backward([to_qkv(x_qkv), to_out(x_out)], [g_qkv, g_out]),
-                     [x_qkv, x_out, *to_qkv.parameters(), *to_out.parameters()]),
+        'products': (
+            lambda: torch.autograd.backward([to_qkv(x_qkv), to_out(x_out)], [g_qkv, g_out]),
+            [x_qkv, x_out, *to_qkv.parameters(), *to_out.parameters()]),
     }
 
 
@@ -93,7 +97,8 @@ def row(N, wall, cpu):
                 kernel_ms=med['kernel'], products_ms=med['products'],
                 ours_rest_ms=med['ours'] - parts, torch_rest_ms=med['torch'] - parts,
                 floor=parts / med['torch'],
-                fastest_ms={k: fast[k] for k in ('ours', 'torch')}, fastest_ratio=fast['ours'] / fast['torch'],
+                fastest_ms={k: fast[k] for k in ('ours', 'torch')},
+                fastest_ratio=fast['ours'] / fast['torch'],
                 cpu_ratio=cpu_med['ours'] / cpu_med['torch'],
                 rounds_ms={k: [round(1e3 * t, 4) for t in v] for k, v in wall.items()})
 
@@ -112,50 +117,63 @@ def profile_rest(B, N, D, H, steps, device, top=5):
                 if not e.key.startswith('aten::_scaled_dot_product')
                 and e.key not in ('aten::mm', 'aten::addmm', 'aten::bmm')]
         rest.sort(reverse=True)
-        print(f"{N:>6} {k:>6}: " + ', '.join(f"{name} {ms:.2f}" for ms, name in rest[:top]), flush=True)
+        print(f"{N:>6} {k:>6}: " + ', '.join(f"{name} {ms:.2f}" for ms, name in rest[:top]),
+              flush=True)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     ap.add_argument('--reps', type=int, default=21)
     ap.add_argument('--warmup', type=int, default=3)
-    ap.add_argument('--threads', type=int, default=None, help='torch.set_num_threads (default: torch default)')
-    ap.add_argument('--sizes', type=int, nargs='+', default=[64, 256, 1024], help='sequence lengths N')
+    ap.add_argument('--threads', type=int, default=None,
+                    help='torch.set_num_threads (default: torch default)')
+    ap.add_argument('--sizes', type=int, nargs='+', default=[64, 256, 1024],
+                    help='sequence lengths N')
     ap.add_argument('--batch', type=int, default=8)
     ap.add_argument('--d-model', type=int, default=256)
     ap.add_argument('--heads', type=int, default=8)
     ap.add_argument('--device', default='cpu')
     ap.add_argument('--profile', '--breakdown', action='store_true',   # --breakdown: the old name
                     help="also print what each module's rest is made of (profiler, not recorded)")
-    ap.add_argument('--json', default=None, help='also write the table to this JSON file (the record 02 reads)')
+    ap.add_argument('--json', default=None, help='also write the table to this JSON file (the '
+                                                 'record 02 reads)')
     a = ap.parse_args()
     if a.threads: torch.set_num_threads(a.threads)
     load_start = os.getloadavg()
-    print(f"torch {torch.__version__}, device {a.device}, threads {torch.get_num_threads()}, load average "
-          f"{load_start[0]:.1f}, B={a.batch} D={a.d_model} H={a.heads}, {a.reps} rounds after {a.warmup} "
-          f"warm-up, fwd+bwd; medians in ms")
-    print(f"{'N':>6} {'ours':>8} {'torch':>8} {'ratio':>6} {'kernel':>8} {'products':>9} {'our rest':>9} "
-          f"{'its rest':>9} {'floor':>6}   {'fastest ratio':>13} {'CPU ratio':>9}")
+    print(f"torch {torch.__version__}, device {a.device}, threads {torch.get_num_threads()}, load "
+          "average "
+          f"{load_start[0]:.1f}, B={a.batch} D={a.d_model} H={a.heads}, {a.reps} rounds after "
+          f"{a.warmup} warm-up, fwd+bwd; medians in ms")
+    print(f"{'N':>6} {'ours':>8} {'torch':>8} {'ratio':>6} {'kernel':>8} {'products':>9} "
+          f"{'our rest':>9} {'its rest':>9} {'floor':>6}   {'fastest ratio':>13} {'CPU ratio':>9}")
     rows = []
     for N in a.sizes:
         r = row(N, *bench(a.batch, N, a.d_model, a.heads, a.reps, a.warmup, a.device))
         rows.append(r)
-        print(f"{N:>6} {r['ours_ms']:>8.2f} {r['torch_ms']:>8.2f} {r['ratio']:>6.3f} {r['kernel_ms']:>8.2f} "
-              f"{r['products_ms']:>9.2f} {r['ours_rest_ms']:>9.2f} {r['torch_rest_ms']:>9.2f} {r['floor']:>6.3f}"
+        print(f"{N:>6} {r['ours_ms']:>8.2f} {r['torch_ms']:>8.2f} {r['ratio']:>6.3f} "
+              f"{r['kernel_ms']:>8.2f} "
+              f"{r['products_ms']:>9.2f} {r['ours_rest_ms']:>9.2f} {r['torch_rest_ms']:>9.2f} "
+              f"{r['floor']:>6.3f}"
               f"   {r['fastest_ratio']:>13.3f} {r['cpu_ratio']:>9.3f}", flush=True)
     if a.profile:
-        print("\nwhat the rest is made of: top operators outside the kernel and the products, self ms per step")
+        print("\nwhat the rest is made of: top operators outside the kernel and the products, self "
+              "ms per step")
         for N in a.sizes: profile_rest(a.batch, N, a.d_model, a.heads, 5, a.device)
     load_end = os.getloadavg()
-    print(f"ours faster at every N: {all(r['ratio'] < 1 for r in rows)}; floor <= ratio at every N: "
-          f"{all(r['floor'] <= r['ratio'] for r in rows)}; load average {load_start[0]:.1f} at the start, "
-          f"{load_end[0]:.1f} now")
-    if a.json:                                 # the record chapter 2 reads, in the shape of bench/'s records
+    print(f"ours faster at every N: {all(r['ratio'] < 1 for r in rows)}; floor <= ratio at every "
+          "N: "
+          f"{all(r['floor'] <= r['ratio'] for r in rows)}; load average {load_start[0]:.1f} at the "
+          f"start, {load_end[0]:.1f} now")
+    if a.json:
+        # the record chapter 2 reads, in the shape of bench/'s records
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'tools'))
-        from run_full import commit_info                   # the commit and whether the tree was clean
+        # the commit and whether the tree was clean
+        from run_full import commit_info
         from records import source_hashes                  # the files this command runs, hashed
-        cpu = next((l.split(':', 1)[1].strip() for l in open('/proc/cpuinfo') if l.startswith('model name')),
-                   platform.machine()) if os.path.exists('/proc/cpuinfo') else platform.machine()
+        cpu = next(
+            (l.split(':', 1)[1].strip() for l in open('/proc/cpuinfo')
+             if l.startswith('model name')),
+            platform.machine()) if os.path.exists('/proc/cpuinfo') else platform.machine()
         rec = {'page': '02_mhsa', 'script': 'bench/bench_mhsa.py',
                'command': 'python bench/bench_mhsa.py ' + shlex.join(sys.argv[1:]), **commit_info(),
                'sources': source_hashes('bench/bench_mhsa.py'),

@@ -44,8 +44,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument('--d-model', type=int, default=32)
     ap.add_argument('--depth', type=int, default=2)
     ap.add_argument('--heads', type=int, default=4)
-    ap.add_argument('--threads', type=int, default=1, help='CPU threads (1 is fastest for tiny models)')
-    ap.add_argument('--workers', type=int, default=1, help='runs side by side (CPU: one process each)')
+    ap.add_argument('--threads', type=int, default=1, help='CPU threads (1 is fastest for tiny '
+                                                           'models)')
+    ap.add_argument('--workers', type=int, default=1, help='runs side by side (CPU: one process '
+                                                           'each)')
     ap.add_argument('--json', default=None, help='write the record here (chapter 15 reads '
                                                  'results/bench/15_table1/table1.json)')
     return ap
@@ -63,9 +65,12 @@ def main(argv=None):
     with Stopwatch() as sw:
         t = table1(normalise(xtr[:a.n_train]), ytr[:a.n_train], normalise(xte[:a.n_test]), Yte,
                    model=model, epochs=a.epochs, lr=a.lr, seeds=seeds, batch_size=a.batch_size,
-                   device=default_device(), workers=a.workers, log=lambda line: print(line, flush=True))
-    cpu = sw.cpu + (sum(t.cpu) if a.workers > 1 else 0)       # the children's runs, where they ran apart
-    print(f"\nViT D={a.d_model}, depth {a.depth}, patch {a.patch}; {a.n_train} training images, {t.steps} steps "
+                   device=default_device(), workers=a.workers,
+                   log=lambda line: print(line, flush=True))
+    # the children's runs, where they ran apart
+    cpu = sw.cpu + (sum(t.cpu) if a.workers > 1 else 0)
+    print(f"\nViT D={a.d_model}, depth {a.depth}, patch {a.patch}; {a.n_train} training images, "
+          f"{t.steps} steps "
           f"of {a.batch_size}, lr {a.lr}, λ={a.lam}; seeds {seeds}; test on {a.n_test} images; "
           f"{sw.wall:.0f} s wall, {cpu:.0f} CPU-seconds\n")
     guess = controls(Yte, 10)
@@ -81,10 +86,13 @@ def main(argv=None):
     if a.json:
         rec = {'page': '15_table1', **info, 'args': vars(a), 'seeds': seeds, 'steps': t.steps,
                'wall_s': round(sw.wall, 1), 'cpu_s': round(cpu, 1),
-               'rows': {row_name(*k): {'key': list(k), 'top1': t.top1[k].tolist(), 'top5': t.top5[k].tolist(),
-                                       'seconds': [round(s, 2) for s in t.seconds[i * len(seeds):
-                                                                                   (i + 1) * len(seeds)]]}
-                        for i, k in enumerate(ROWS)},
+               'rows': {
+                   row_name(*k): {'key': list(k), 'top1': t.top1[k].tolist(),
+                                  'top5': t.top5[k].tolist(),
+                                  'seconds': [round(s, 2) for s in t.seconds[i * len(seeds):
+                                                                              (i + 1)
+                                                                              * len(seeds)]]}
+                   for i, k in enumerate(ROWS)},
                'controls': {k: list(v) for k, v in guess.items()}}
         rec['machine']['load_average_at_end'] = os.getloadavg()
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)

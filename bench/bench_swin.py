@@ -40,12 +40,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def vit_at(side: int) -> ViT:
-    return ViT(img_size=side, patch_size=4, in_chans=3, n_classes=10, d_model=64, depth=2, n_heads=4)
+    return ViT(img_size=side, patch_size=4, in_chans=3, n_classes=10, d_model=64, depth=2,
+               n_heads=4)
 
 
 def swin_at(side: int) -> Swin:
-    return Swin(img_size=side, patch_size=4, in_chans=3, n_classes=10, d_model=64, depths=(2,), n_heads=(4,),
-                window=8)
+    return Swin(img_size=side, patch_size=4, in_chans=3, n_classes=10, d_model=64, depths=(2,),
+                n_heads=(4,), window=8)
 
 
 def forward_time(m: nn.Module, x: Tensor) -> float:
@@ -67,22 +68,27 @@ def cost(args):
             m, x = make(side).to(dev).eval(), torch.randn(1, 3, side, side, device=dev)
             with torch_threads(args.threads):
                 t = forward_time(m, x)
-            rows.append(dict(model=name, side=side, N=(side // 4) ** 2, flops=fc.get_total_flops(), attn=bmm, s=t))
-            print(f"{name:4s} side {side:4d} N {(side // 4) ** 2:6d}: {fc.get_total_flops() / 1e9:8.2f} GFLOP "
+            rows.append(
+                dict(model=name, side=side, N=(side // 4) ** 2, flops=fc.get_total_flops(),
+                     attn=bmm, s=t))
+            print(f"{name:4s} side {side:4d} N {(side // 4) ** 2:6d}: "
+                  f"{fc.get_total_flops() / 1e9:8.2f} GFLOP "
                   f"(attention products {bmm / 1e9:8.2f}), {t * 1e3:9.1f} ms", flush=True)
-    print(f"\n| model | side | N | GFLOP | attention GFLOP | ms ({dev.type}) |\n|---|---|---|---|---|---|")
+    print(f"\n| model | side | N | GFLOP | attention GFLOP | ms ({dev.type}) "
+          "|\n|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['model']} | {r['side']} | {r['N']} | {r['flops'] / 1e9:.2f} | {r['attn'] / 1e9:.2f} | "
-              f"{r['s'] * 1e3:.1f} |")
+        print(f"| {r['model']} | {r['side']} | {r['N']} | {r['flops'] / 1e9:.2f} | "
+              f"{r['attn'] / 1e9:.2f} | {r['s'] * 1e3:.1f} |")
     for name in ('ViT', 'Swin'):
         rs = [r for r in rows if r['model'] == name]
         N = torch.tensor([r['N'] for r in rs], dtype=torch.float64).log()
         A = torch.stack([N, torch.ones_like(N)], 1)
-        fit_ = lambda q: torch.linalg.lstsq(A, torch.tensor([r[q] for r in rs], dtype=torch.float64).log()[:, None]
-                                            ).solution[0, 0].item()
+        fit_ = lambda q: torch.linalg.lstsq(
+            A, torch.tensor([r[q] for r in rs], dtype=torch.float64).log()[:, None]
+            ).solution[0, 0].item()
         last = math.log(rs[-1]['s'] / rs[-2]['s']) / math.log(rs[-1]['N'] / rs[-2]['N'])
-        print(f"{name}: exponent of FLOPs {fit_('flops'):.2f}, of attention FLOPs {fit_('attn'):.2f}, of time "
-              f"{fit_('s'):.2f} (last step {last:.2f})")
+        print(f"{name}: exponent of FLOPs {fit_('flops'):.2f}, of attention FLOPs "
+              f"{fit_('attn'):.2f}, of time {fit_('s'):.2f} (last step {last:.2f})")
 
 
 ABLATION = {'shifted windows, relative bias': {}, 'no shift, relative bias': dict(shifted=False),
@@ -90,9 +96,11 @@ ABLATION = {'shifted windows, relative bias': {}, 'no shift, relative bias': dic
             'shifted, no position encoding': dict(rel_pos=False)}
 # Table 2: (position encoding, labels, head) -> the row's name; PE = the relative bias (chapter 16)
 TABLE2 = {(pos, label, kind): ('Swin' + (' + PE' if pos == 'PE' else '')
-                               + ('' if label == 'none' else f" + {label} ({'MSE' if kind == 'regress' else 'code'})"))
+                               + ('' if label == 'none'
+                                  else f" + {label} ({'MSE' if kind == 'regress' else 'code'})"))
           for pos in ('PE', 'none') for label, kind in
-          [('none', None), ('APL', 'regress'), ('RPL', 'regress'), ('APL', 'code'), ('RPL', 'code')]}
+          [('none', None), ('APL', 'regress'), ('RPL', 'regress'), ('APL', 'code'),
+           ('RPL', 'code')]}
 
 
 def meta(argv: list[str]) -> dict:
@@ -121,15 +129,18 @@ def train_rows(args, rows: dict) -> tuple[dict, dict]:
         name, seed = job
         kw, labels, kind = rows[name]
         seed_everything(seed)
-        model = Swin(img_size=32, patch_size=4, in_chans=1, n_classes=10, d_model=args.width, depths=(2, 2),
+        model = Swin(img_size=32, patch_size=4, in_chans=1, n_classes=10, d_model=args.width,
+                     depths=(2, 2),
                      n_heads=heads, window=4, mlp_ratio=2.0, drop_path=args.drop_path, **kw)
         if labels != 'none':
             Head = {'APL': APLHead, 'RPL': RPLHead}[labels]
-            model = PositionLabelSwin(model, Head(model.d_out, grid=model.stage_grids(model.grid)[-1], kind=kind))
+            model = PositionLabelSwin(
+                model, Head(model.d_out, grid=model.stage_grids(model.grid)[-1], kind=kind))
         dl = TensorLoader(train_x, train_y, batch_size=args.batch_size, shuffle=True, seed=seed)
-        with Stopwatch() as sw, torch_threads(args.threads):   # smoothed CE (+ the model's λ · position loss)
-            fit(model, dl, epochs=args.epochs, lr=args.lr, schedule=WarmupCosine(0.1), label_smoothing=0.1,
-                device=dev, verbose=False, progress=False)
+        with Stopwatch() as sw, torch_threads(args.threads):
+            # smoothed CE (+ the model's λ · position loss)
+            fit(model, dl, epochs=args.epochs, lr=args.lr, schedule=WarmupCosine(0.1),
+                label_smoothing=0.1, device=dev, verbose=False, progress=False)
             logits = predict(model, test_x, batch_size=1000, device=dev)
         return topk(logits, yte, 1), topk(logits, yte, 5), sw.wall, sw.cpu
 
@@ -146,7 +157,8 @@ def train_rows(args, rows: dict) -> tuple[dict, dict]:
             outs += done
     res = {name: {'top1': [], 'top5': [], 'seconds': []} for name in rows}
     for (name, seed), o in zip(jobs, outs):
-        res[name]['top1'].append(o[0]); res[name]['top5'].append(o[1]); res[name]['seconds'].append(round(o[2], 2))
+        res[name]['top1'].append(o[0]); res[name]['top5'].append(
+            o[1]); res[name]['seconds'].append(round(o[2], 2))
     cpu = total.cpu + (sum(o[3] for o in outs) if w > 1 else 0)
     steps = args.epochs * len(TensorLoader(train_x, batch_size=args.batch_size))
     return res, dict(wall_s=round(total.wall, 1), cpu_s=round(cpu, 1), steps=steps, device=dev.type)
@@ -154,12 +166,17 @@ def train_rows(args, rows: dict) -> tuple[dict, dict]:
 
 def show(res: dict, args, timing: dict):
     "Print the Markdown table of a run"
-    print(f"\n{args.n_train} training images x {args.epochs} epochs ({timing['steps']} steps), width {args.width}, "
-          f"batch {args.batch_size}, lr {args.lr}, device {timing['device']}; test accuracy on 10,000 images, "
-          f"mean ± sample std over seeds {args.seeds}; {timing['wall_s']:.0f} s wall, {timing['cpu_s']:.0f} "
-          f"CPU-seconds\n\n| variant | top-1 (%) | top-5 (%) | top-1 of each seed |\n|---|---|---|---|")
+    print(f"\n{args.n_train} training images x {args.epochs} epochs ({timing['steps']} steps), "
+          f"width {args.width}, "
+          f"batch {args.batch_size}, lr {args.lr}, device {timing['device']}; test accuracy on "
+          "10,000 images, "
+          f"mean ± sample std over seeds {args.seeds}; {timing['wall_s']:.0f} s wall, "
+          f"{timing['cpu_s']:.0f} "
+          "CPU-seconds\n\n| variant | top-1 (%) | top-5 (%) | top-1 of each seed "
+          "|\n|---|---|---|---|")
     for name, r in res.items():
-        a, b = 100 * torch.tensor(r['top1'], dtype=torch.float64), 100 * torch.tensor(r['top5'], dtype=torch.float64)
+        a, b = 100 * torch.tensor(r['top1'], dtype=torch.float64), 100 * torch.tensor(
+            r['top5'], dtype=torch.float64)
         print(f"| {name} | {a.mean():.2f} ± {a.std():.2f} | {b.mean():.2f} ± {b.std():.2f} | "
               f"{' '.join(f'{v:.2f}' for v in a)} |")
 
@@ -180,10 +197,12 @@ def record(args, argv, rows: dict, page: str):
     res, timing = train_rows(args, rows)
     show(res, args, timing)
     if args.json:
-        rec = {'page': page, **info, 'args': vars(args), 'seeds': list(args.seeds), 'steps': timing['steps'],
-               'wall_s': timing['wall_s'], 'cpu_s': timing['cpu_s'],
-               'rows': {name: {'options': {k: v for k, v in rows[name][0].items()}, 'labels': rows[name][1],
-                               'kind': rows[name][2], **res[name]} for name in rows}}
+        rec = {'page': page, **info, 'args': vars(args), 'seeds': list(args.seeds),
+               'steps': timing['steps'], 'wall_s': timing['wall_s'], 'cpu_s': timing['cpu_s'],
+               'rows': {
+                   name: {'options': {k: v for k, v in rows[name][0].items()},
+                          'labels': rows[name][1],
+                          'kind': rows[name][2], **res[name]} for name in rows}}
         rec['machine']['load_average_at_end'] = os.getloadavg()
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(rec, indent=1, ensure_ascii=False) + '\n')
@@ -191,7 +210,8 @@ def record(args, argv, rows: dict, page: str):
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest='what', required=True)
     c = sub.add_parser('cost')
     c.add_argument('--sides', type=int, nargs='+', default=[32, 64, 128, 256, 384])
@@ -204,10 +224,13 @@ def parser() -> argparse.ArgumentParser:
         a.add_argument('--batch-size', type=int, default=128)
         a.add_argument('--lr', type=float, default=1e-3)
         a.add_argument('--drop-path', type=float, default=0.1)
-        a.add_argument('--workers', type=int, default=1, help='trainings side by side (one process each)')
-        a.add_argument('--json', default=None, help='write the record here (results/bench/<page>/<name>.json)')
+        a.add_argument('--workers', type=int, default=1,
+                       help='trainings side by side (one process each)')
+        a.add_argument('--json', default=None, help='write the record here '
+                                                    '(results/bench/<page>/<name>.json)')
     for q in (c, *trains):
-        q.add_argument('--device', default=None, help='cpu, cuda, ... (default: the best available)')
+        q.add_argument('--device', default=None,
+                       help='cpu, cuda, ... (default: the best available)')
         q.add_argument('--threads', type=int, default=1, help='CPU threads')
     return p
 

@@ -35,8 +35,10 @@ from txbook.vit import ViT
 
 def make_models(args):
     torch.manual_seed(0)
-    cfg = ViTConfig(image_size=args.img, patch_size=args.patch, num_channels=3, hidden_size=args.dim,
-                    num_hidden_layers=args.depth, num_attention_heads=args.heads, intermediate_size=4 * args.dim,
+    cfg = ViTConfig(image_size=args.img, patch_size=args.patch, num_channels=3,
+                    hidden_size=args.dim,
+                    num_hidden_layers=args.depth, num_attention_heads=args.heads,
+                    intermediate_size=4 * args.dim,
                     num_labels=10, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     hf = ViTForImageClassification(cfg).to(args.device)
     ours = ViT.from_hf(hf).to(args.device)
@@ -120,12 +122,13 @@ def write_json(args, rows, load_before):
     "The rows (ms), the configuration and where they were measured, as one JSON file"
     import shlex, transformers
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'tools'))
-    from run_full import commit_info                       # the commit and whether the tree was clean
+    # the commit and whether the tree was clean
+    from run_full import commit_info
     from records import source_hashes                      # the files this command runs, hashed
     ms = lambda t: round(t * 1e3, 2)
     rec = dict(page='10_vit', script='bench/bench_vit_vs_hf.py',
-               command='python bench/bench_vit_vs_hf.py ' + shlex.join(sys.argv[1:]), **commit_info(),
-               sources=source_hashes('bench/bench_vit_vs_hf.py'),
+               command='python bench/bench_vit_vs_hf.py ' + shlex.join(sys.argv[1:]),
+               **commit_info(), sources=source_hashes('bench/bench_vit_vs_hf.py'),
                date=datetime.date.today().isoformat(), seeds=dict(weights=0, batch=1),
                machine=dict(cpu=cpu_name(), cpu_count=os.cpu_count(), threads=args.threads,
                             device=args.device, load_average_before=round(load_before[0], 2),
@@ -143,7 +146,8 @@ def write_json(args, rows, load_before):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--rounds', type=int, default=15, help='timed runs of each model (after 3 warm-up runs)')
+    ap.add_argument('--rounds', type=int, default=15, help='timed runs of each model (after 3 '
+                                                           'warm-up runs)')
     ap.add_argument('--threads', type=int, default=2)
     ap.add_argument('--batch', type=int, default=64)
     ap.add_argument('--img', type=int, default=32)
@@ -152,7 +156,8 @@ def main():
     ap.add_argument('--depth', type=int, default=6)
     ap.add_argument('--heads', type=int, default=3)
     ap.add_argument('--device', default='cpu')
-    ap.add_argument('--profile', action='store_true', help='also print a torch.profiler table of each')
+    ap.add_argument('--profile', action='store_true', help='also print a torch.profiler table of '
+                                                           'each')
     ap.add_argument('--compile', action='store_true', help='also time both under torch.compile')
     ap.add_argument('--json', default=None, help='also write the results to this JSON file')
     args = ap.parse_args()
@@ -171,23 +176,30 @@ def main():
     ti_ours, ti_hf = interleaved(make_infer(ours, x), make_infer(hf, x), args.rounds)
     ours.train(); hf.train()
     ts_ours, ts_hf = interleaved(make_step(ours, x, y), make_step(hf, x, y), args.rounds)
-    rows = [('train step (fwd+bwd+AdamW)', ts_ours, ts_hf), ('inference (eval, no grad)', ti_ours, ti_hf)]
+    rows = [('train step (fwd+bwd+AdamW)', ts_ours, ts_hf),
+            ('inference (eval, no grad)', ti_ours, ti_hf)]
     if args.compile: rows += compiled_rows(ours, hf, x, y, args)
-    print(f"ViT image {args.img}, patch {args.patch}, D {args.dim}, depth {args.depth}, {args.heads} heads, "
-          f"batch {args.batch}, {args.threads} thread(s), {args.device}; median of {args.rounds} interleaved runs; "
-          f"torch {torch.__version__}")
-    print("wall = median wall-clock time; CPU = median process CPU time (less sensitive to other load)")
-    print(f"| {'':28s} | txbook wall (ms) | HF wall (ms) | ratio | txbook CPU (ms) | HF CPU (ms) | ratio |")
-    print(f"|{'-' * 30}|------------------|--------------|-------|-----------------|-------------|-------|")
+    print(f"ViT image {args.img}, patch {args.patch}, D {args.dim}, depth {args.depth}, "
+          f"{args.heads} heads, "
+          f"batch {args.batch}, {args.threads} thread(s), {args.device}; median of {args.rounds} "
+          f"interleaved runs; torch {torch.__version__}")
+    print("wall = median wall-clock time; CPU = median process CPU time (less sensitive to other "
+          "load)")
+    print(f"| {'':28s} | txbook wall (ms) | HF wall (ms) | ratio | txbook CPU (ms) | HF CPU (ms) | "
+          "ratio |")
+    print(f"|{'-' * 30}|------------------|--------------|-------|"
+          "-----------------|-------------|-------|")
     for name, (a, ac), (b, bc) in rows:
         print(f"| {name:28s} | {a * 1e3:16.1f} | {b * 1e3:12.1f} | {a / b:5.2f} "
               f"| {ac * 1e3:15.1f} | {bc * 1e3:11.1f} | {ac / bc:5.2f} |")
     if args.json: write_json(args, rows, load_before)
     if args.profile:
         ours.eval(); hf.eval()
-        profile('txbook inference', make_infer(ours, x)); profile('Hugging Face inference', make_infer(hf, x))
+        profile('txbook inference', make_infer(ours, x)); profile('Hugging Face inference',
+                                                                  make_infer(hf, x))
         ours.train(); hf.train()
-        profile('txbook train step', make_step(ours, x, y)); profile('Hugging Face train step', make_step(hf, x, y))
+        profile('txbook train step', make_step(ours, x, y)); profile('Hugging Face train step',
+                                                                     make_step(hf, x, y))
 
 
 if __name__ == '__main__':

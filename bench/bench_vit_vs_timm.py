@@ -1,24 +1,27 @@
 #!/usr/bin/env python
-"""Training throughput of the book's ViT against timm's `VisionTransformer` of the same configuration.
+"""Training throughput of the book's ViT against timm's `VisionTransformer` of the same
+configuration.
 
-Both models are built with the same shape (`txbook.vit.vit_d192_l6_patch4_28`'s: 28x28 images, patches of 4,
-D 192, 6 blocks of 6 heads, MLP ratio 2, a CLS token, no dropout) and must have the same number of parameters.
-One step is the same for both: forward under autocast (bf16 by default on a GPU), cross-entropy, backward,
-AdamW (fused on CUDA), zeroing the gradients. Steps are timed in interleaved rounds (ours, timm,
-ours, ...) after warm-up, each round read by `txbook.perf.Stopwatch` (it waits for the GPU at both
-ends); the table gives images/s (median over rounds) and ours / timm as time per step (below 1:
-ours is faster). `--compile` adds both models under torch.compile.
+Both models are built with the same shape (`txbook.vit.vit_d192_l6_patch4_28`'s: 28x28 images,
+patches of 4, D 192, 6 blocks of 6 heads, MLP ratio 2, a CLS token, no dropout) and must have the
+same number of parameters. One step is the same for both: forward under autocast (bf16 by default on
+a GPU), cross-entropy, backward, AdamW (fused on CUDA), zeroing the gradients. Steps are timed in
+interleaved rounds (ours, timm, ours, ...) after warm-up, each round read by `txbook.perf.Stopwatch`
+(it waits for the GPU at both ends); the table gives images/s (median over rounds) and ours / timm
+as time per step (below 1: ours is faster). `--compile` adds both models under torch.compile.
 
-timm imports torchvision, which has no build for the book's CPU wheel of torch: where torchvision does not
-import, `bench/torchvision_stub.py` stands in for it (timm's ViT uses none of it; anything that would raises).
-Without timm at all the script times the book's model alone and says so. `--profile` lists, for one training
-step of each model, the operators PyTorch ran (counts and self CPU time): where the two differ is where a gap
-in speed comes from (an extra copy, a reshape that is not a view, Python between kernels).
+timm imports torchvision, which has no build for the book's CPU wheel of torch: where torchvision
+does not import, `bench/torchvision_stub.py` stands in for it (timm's ViT uses none of it; anything
+that would raises). Without timm at all the script times the book's model alone and says so.
+`--profile` lists, for one training step of each model, the operators PyTorch ran (counts and self
+CPU time): where the two differ is where a gap in speed comes from (an extra copy, a reshape that is
+not a view, Python between kernels).
 
     python bench/bench_vit_vs_timm.py                         # GPU, bf16, eager
     python bench/bench_vit_vs_timm.py --compile               # also compiled
     python bench/bench_vit_vs_timm.py --device cpu --batch 8 --steps 2 --rounds 1   # smoke test
-    python bench/bench_vit_vs_timm.py --device cpu --batch 64 --profile               # where the time goes
+    python bench/bench_vit_vs_timm.py --device cpu --batch 64 --profile               # where the
+    time goes
 """
 from __future__ import annotations
 import argparse, statistics
@@ -38,7 +41,8 @@ CFG = dict(img_size=28, patch_size=4, in_chans=1, n_classes=10, d_model=192, dep
 
 def timm_twin(cfg: dict):
     "timm's VisionTransformer of the shape `cfg`, or None if timm is missing"
-    import torchvision_stub                      # bench/: a stand-in where torchvision cannot be installed
+    # bench/: a stand-in where torchvision cannot be installed
+    import torchvision_stub
     torchvision_stub.install()
     try:
         from timm.models.vision_transformer import VisionTransformer
@@ -82,7 +86,8 @@ def time_rounds(steps: dict, n_steps, rounds, warmup) -> dict:
 
 
 def profile_step(step, name: str, top: int = 12) -> dict[str, int]:
-    "Run one step under torch.profiler; print its most expensive operators; return {operator: calls}"
+    """Run one step under torch.profiler; print its most expensive operators; return {operator:
+    calls}"""
     from torch.profiler import profile, ProfilerActivity
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
     step()                                                  # warm
@@ -97,7 +102,8 @@ def profile_step(step, name: str, top: int = 12) -> dict[str, int]:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--device', default=None, help='default: the best available')
-    ap.add_argument('--precision', default='auto', help="'auto' (bf16 from Ampere), 'fp32', 'bf16', 'fp16'")
+    ap.add_argument('--precision', default='auto', help="'auto' (bf16 from Ampere), 'fp32', "
+                                                        "'bf16', 'fp16'")
     ap.add_argument('--batch', type=int, default=128)
     ap.add_argument('--steps', type=int, default=50, help='steps per round')
     ap.add_argument('--rounds', type=int, default=5)
@@ -116,12 +122,13 @@ def main():
         twin = twin.to(device)
         assert n_params(twin) == n_params(ours), (n_params(twin), n_params(ours))
         models['timm'] = twin
-    print(f"ViT D192-L6/4 on 28x28 ({n_params(ours) / 1e6:.2f}M parameters), batch {a.batch}, {device}, "
-          f"precision {a.precision}, torch {torch.__version__}")
+    print(f"ViT D192-L6/4 on 28x28 ({n_params(ours) / 1e6:.2f}M parameters), batch {a.batch}, "
+          f"{device}, precision {a.precision}, torch {torch.__version__}")
     steps = {k: make_step(m, device, a.precision, a.batch, 28, 1) for k, m in models.items()}
     if a.compile:
-        steps.update({f'{k} compiled': make_step(torch.compile(m), device, a.precision, a.batch, 28, 1)
-                      for k, m in models.items()})
+        steps.update(
+            {f'{k} compiled': make_step(torch.compile(m), device, a.precision, a.batch, 28, 1)
+             for k, m in models.items()})
     if a.profile:
         counts = {k: profile_step(s, k) for k, s in steps.items() if 'compiled' not in k}
         if 'timm' in counts:
@@ -136,9 +143,11 @@ def main():
         print(f"| {k} | {s * 1e3:.2f} | {a.batch / s:,.0f} |")
     if 'timm' in t: print(f"train step, ours / timm (time): {t['txbook'] / t['timm']:.3f}")
     if a.compile:
-        print(f"train step, compiled / eager (time), ours: {t['txbook compiled'] / t['txbook']:.3f}")
+        print(
+            f"train step, compiled / eager (time), ours: {t['txbook compiled'] / t['txbook']:.3f}")
         if 'timm' in t:
-            print(f"train step, ours / timm compiled (time): {t['txbook compiled'] / t['timm compiled']:.3f}")
+            print("train step, ours / timm compiled (time): "
+                  f"{t['txbook compiled'] / t['timm compiled']:.3f}")
 
 
 if __name__ == '__main__':

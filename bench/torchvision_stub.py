@@ -1,17 +1,19 @@
-"""A stand-in for torchvision, so that timm imports on a machine where torchvision cannot be installed.
+"""A stand-in for torchvision, so that timm imports on a machine where torchvision cannot be
+installed.
 
 timm imports torchvision at import time (image transforms, datasets, a frozen batch norm), but its
-`VisionTransformer` uses none of it. On the book's CPU machines torchvision has no build that matches the local
-CPU wheel of torch, so `bench/bench_vit_vs_timm.py` installs this finder when `import torchvision` fails: every
-`torchvision.*` module then exists, and every name in it is a class that raises as soon as anything builds it.
-So a timm model that really needs torchvision fails loudly; the ViT never touches it. Never installed when the
-real torchvision imports.
+`VisionTransformer` uses none of it. On the book's CPU machines torchvision has no build that
+matches the local CPU wheel of torch, so `bench/bench_vit_vs_timm.py` installs this finder when
+`import torchvision` fails: every `torchvision.*` module then exists, and every name in it is a
+class that raises as soon as anything builds it. So a timm model that really needs torchvision fails
+loudly; the ViT never touches it. Never installed when the real torchvision imports.
 """
 import importlib.abc, importlib.machinery, sys, types
 
 
 class _Stub(type):
-    "The metaclass of every stand-in: any attribute (an enum member, a nested class) is another stand-in"
+    """The metaclass of every stand-in: any attribute (an enum member, a nested class) is another
+    stand-in"""
     def __getattr__(cls, name):
         if name.startswith("__"): raise AttributeError(name)
         return _Stub(name, (_Missing,), {})
@@ -21,7 +23,8 @@ class _Stub(type):
 
 class _Missing(metaclass=_Stub):
     def __init__(self, *args, **kwargs):
-        raise RuntimeError(f"{type(self).__name__}: torchvision is not installed (bench/torchvision_stub.py)")
+        raise RuntimeError(f"{type(self).__name__}: torchvision is not installed "
+                           "(bench/torchvision_stub.py)")
 
 
 class _Module(types.ModuleType):

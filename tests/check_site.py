@@ -1,12 +1,14 @@
-"""Checks on the built site (run after `jupyter-book build`): every chapter rendered as the reader should see it.
+"""Checks on the built site (run after `jupyter-book build`): every chapter rendered as the reader
+should see it.
 
-Per chapter: Colab button, no nbdev plumbing, figures and typeset equations where expected, exercises.
-Whole site: MathJax shipped with the site (no CDN, nothing loaded from another host), no absolute machine
-path in any output or page, no kernel log line in any output (named by page and cell), no empty figure, and
-every link nbdev writes into the package leads to a page (tests/test_site_links.py). tests/check_browser.py
-then loads the pages in Chromium.
+Per chapter: Colab button, no nbdev plumbing, figures and typeset equations where expected,
+exercises. Whole site: MathJax shipped with the site (no CDN, nothing loaded from another host), no
+absolute machine path in any output or page, no kernel log line in any output (named by page and
+cell), no empty figure, and every link nbdev writes into the package leads to a page
+(tests/test_site_links.py). tests/check_browser.py then loads the pages in Chromium.
 
-usage: python tests/check_site.py [_build/html]   — prints one line per failed check and 'N passed, N failed'.
+usage: python tests/check_site.py [_build/html]   — prints one line per failed check and 'N passed,
+N failed'.
 """
 from __future__ import annotations
 
@@ -22,8 +24,9 @@ sys.path.insert(0, str(ROOT / "tools"))
 from notebook_kernel import log_report  # noqa: E402
 
 # Absolute paths of a machine (a build machine's checkout, a home, a temp dir, an installed package)
-MACHINE_PATH = re.compile(r"(?<![\w.:/])(?:/(?:work|home|root|tmp|Users|private/var|var/folders|opt|usr/(?:local/)?lib)"
-                          r"/[\w.-]+|[A-Za-z]:\\\\?(?:Users|Windows)\\)|[\w./-]*/(?:site|dist)-packages/")
+MACHINE_PATH = re.compile(
+    r"(?<![\w.:/])(?:/(?:work|home|root|tmp|Users|private/var|var/folders|opt|usr/(?:local/)?lib)"
+    r"/[\w.-]+|[A-Za-z]:\\\\?(?:Users|Windows)\\)|[\w./-]*/(?:site|dist)-packages/")
 
 
 def code_text(html: str) -> str:
@@ -33,30 +36,34 @@ def code_text(html: str) -> str:
 
 
 def output_texts(nb: dict):
-    "(cell number, text) of every text output of an executed notebook (streams, plain text, Markdown, HTML)"
+    """(cell number, text) of every text output of an executed notebook (streams, plain text,
+    Markdown, HTML)"""
     for i, cell in enumerate(nb.get("cells", []), 1):
         for out in cell.get("outputs", []):
             texts = [out.get("text", "")] if out.get("output_type") == "stream" else []
-            texts += [v for k, v in out.get("data", {}).items() if k.startswith("text/") and k != "text/svg+xml"]
+            texts += [v for k, v in out.get("data", {}).items()
+                      if k.startswith("text/") and k != "text/svg+xml"]
             texts += out.get("traceback", [])
             for t in texts:
                 yield i, t if isinstance(t, str) else "".join(t)
 
 
 def machine_paths(text: str, extra: tuple[str, ...] = ()) -> list[str]:
-    "Absolute machine paths in `text`: the generic patterns plus the literal `extra` paths (this checkout, ...)"
+    """Absolute machine paths in `text`: the generic patterns plus the literal `extra` paths (this
+    checkout, ...)"""
     found = [m.group(0) for m in MACHINE_PATH.finditer(text)]
     found += [p for p in extra if p and p in text]
     return sorted(set(found))
 
 
 def kernel_logs(executed: Path) -> str:
-    "Each kernel log line in the outputs of the executed notebooks in `executed`, as `nbs/<page> cell N (id ..): line`"
+    """Each kernel log line in the outputs of the executed notebooks in `executed`, as `nbs/<page>
+    cell N (id ..): line`"""
     return "\n".join(r for nb in sorted(executed.glob("*.ipynb"))
                      if (r := log_report(f"nbs/{nb.stem}", json.loads(nb.read_text()))))
 
 
-# --------------------------------------------------------------------------------------------- figures
+# ------------------------------------------------------------------------------------------ figures
 _SVG = "{http://www.w3.org/2000/svg}"
 _DRAW = {"path", "use", "image", "text", "rect", "circle", "ellipse", "line", "polyline", "polygon"}
 
@@ -76,7 +83,8 @@ def _is_spine(g) -> bool:
 
 
 def _axes_has_data(ax) -> bool:
-    "Whether a matplotlib axes group draws data: anything but its background, axis, spines, title and legend"
+    """Whether a matplotlib axes group draws data: anything but its background, axis, spines, title
+    and legend"""
     kids = list(ax)
     has_axis = any(_gid(k).startswith("matplotlib.axis") for k in kids)
     for j, k in enumerate(kids):
@@ -86,13 +94,15 @@ def _axes_has_data(ax) -> bool:
         if gid.startswith("patch_") and (j == 0 or _is_spine(k)):
             continue  # the background (first) and the spines
         if gid.startswith("text_") and has_axis:
-            continue  # titles and labels; on an axes with its axis off, text is the content (a diagram)
+            # titles and labels; on an axes with its axis off, text is the content (a diagram)
+            continue
         return True
     return False
 
 
 def svg_is_empty(text: str) -> bool:
-    "An SVG that draws nothing: a matplotlib figure with no data in any axes, or any SVG with no drawing element"
+    """An SVG that draws nothing: a matplotlib figure with no data in any axes, or any SVG with no
+    drawing element"""
     root = ET.fromstring(text)
     fig = next((g for g in root.iter(_SVG + "g") if g.get("id") == "figure_1"), None)
     if fig is None:  # not matplotlib: any drawing element outside <defs>
@@ -101,8 +111,10 @@ def svg_is_empty(text: str) -> bool:
     axes = [g for g in fig.iter(_SVG + "g") if g.get("id", "").startswith("axes_")]
     if any(_axes_has_data(a) for a in axes):
         return False
-    # no axes with data: only a figure-level image or drawing (fig.figimage, fig.patches) still counts
-    others = [k for k in fig if not _gid(k).startswith(("axes_", "text_", "legend_")) and k is not list(fig)[0]]
+    # no axes with data: only a figure-level image or drawing (fig.figimage, fig.patches) still
+    # counts
+    others = [k for k in fig
+              if not _gid(k).startswith(("axes_", "text_", "legend_")) and k is not list(fig)[0]]
     return not others
 
 
@@ -119,7 +131,8 @@ def shown_images(site: Path) -> list[Path]:
     "The images in `_images/` that some page shows (a rebuild leaves old, unused ones behind)"
     names = set()
     for page in site.rglob("*.html"):
-        names |= set(re.findall(r'<img[^>]+src="[^"]*_images/([^"/?#]+)"', page.read_text(errors="replace")))
+        names |= set(
+            re.findall(r'<img[^>]+src="[^"]*_images/([^"/?#]+)"', page.read_text(errors="replace")))
     return sorted(site / "_images" / n for n in names)
 
 
@@ -128,7 +141,8 @@ def empty_figures(site: Path) -> list[str]:
     bad = []
     for f in shown_images(site):
         try:
-            empty = svg_is_empty(f.read_text()) if f.suffix == ".svg" else png_is_empty(f) if f.suffix == ".png" \
+            empty = svg_is_empty(f.read_text()) if f.suffix == ".svg" else png_is_empty(f) \
+                if f.suffix == ".png" \
                 else False
         except Exception as e:  # an image that cannot be read is as bad as an empty one
             bad.append(f"{f.name} ({type(e).__name__}: {e})")
@@ -149,7 +163,7 @@ def pages_using(site: Path, names: list[str]) -> dict[str, list[str]]:
     return out
 
 
-# ---------------------------------------------------------------------------------------------- checks
+# ------------------------------------------------------------------------------------------- checks
 def main(site: Path) -> int:
     cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
     repo = cfg["repository"]["url"].removeprefix("https://github.com/")
@@ -174,23 +188,30 @@ def main(site: Path) -> int:
               f"{nb.stem}: Colab launch button")
         check("#|" not in code and "#| " not in html, f"{nb.stem}: no nbdev directive shown")
         check("pip install -q txbook" not in code, f"{nb.stem}: hidden setup cell removed")
-        check(not re.search(r"^show_doc\(", code, flags=re.M), f"{nb.stem}: show_doc cells show only their output")
+        check(not re.search(r"^show_doc\(", code, flags=re.M),
+              f"{nb.stem}: show_doc cells show only their output")
         tb = code.find("Traceback (most recent call last)")
-        check(tb < 0, f"{nb.stem}: no traceback" + (f" (the page shows:\n{code[tb:tb + 3000]})" if tb >= 0 else ""))
+        check(tb < 0, f"{nb.stem}: no traceback"
+              + (f" (the page shows:\n{code[tb:tb + 3000]})" if tb >= 0 else ""))
         figures = re.findall(r'<img[^>]+src="[^"]*_images/[^"]+\.(?:svg|png)"', html)
-        # every page draws at least one real result, except reference pages with nothing to draw: the setup
-        # page, the timing and memory tools (their results are measured numbers, printed), and the checkpoint
-        # format and foreign-weights contracts and the shared layers (their checks are exact equalities)
+        # every page draws at least one real result, except reference pages with nothing to draw:
+        # the setup page, the timing and memory tools (their results are measured numbers, printed),
+        # and the checkpoint format and foreign-weights contracts and the shared layers (their
+        # checks are exact equalities)
         if nb.stem not in ("a_core", "c_perf", "i_checkpoint", "l_foreign", "m_layers"):
             check(len(figures) > 0, f"{nb.stem}: figures rendered ({len(figures)} found)")
         if nb.stem[:2].isdigit() and int(nb.stem[:2]) >= 1:
             check('class="math' in html, f"{nb.stem}: typeset equations")
-            check("Exercises" in html and "solution" in html.lower(), f"{nb.stem}: exercises with solutions")
-    check((site / "book" / "references.html").exists() and "Turner" in (site / "book" / "references.html").read_text(),
+            check("Exercises" in html and "solution" in html.lower(),
+                  f"{nb.stem}: exercises with solutions")
+    check((site / "book" / "references.html").exists()
+          and "Turner" in (site / "book" / "references.html").read_text(),
           "references page lists the bibliography")
 
-    # one numbering: the sidebar gives chapter NN_name the number NN, and the appendix pages no number
-    side = site / "book" / "notation.html"     # a page outside nbs/: every chapter is a link in its sidebar
+    # one numbering: the sidebar gives chapter NN_name the number NN, and the appendix pages no
+    # number
+    # a page outside nbs/: every chapter is a link in its sidebar
+    side = site / "book" / "notation.html"
     nav = {stem: re.sub(r"<[^>]+>", "", text).strip() for stem, text in
            re.findall(r'<li class="toctree-l1[^"]*"><a class="[^"]*reference internal" '
                       r'href="(?:\.\./)?nbs/(\w+)\.html">(.*?)</a>', side.read_text(), flags=re.S)}
@@ -199,8 +220,8 @@ def main(site: Path) -> int:
         num = re.match(r"^(\d+)\. ", shown)
         want = str(int(nb.stem[:2])) if nb.stem[:2].isdigit() else None
         check((num.group(1) if num else None) == want,
-              f"{nb.stem}: the site numbers it {num.group(1) if num else 'not at all'}, its file name {want}"
-              f" (sidebar: {shown!r})")
+              f"{nb.stem}: the site numbers it {num.group(1) if num else 'not at all'}, its file "
+              f"name {want} (sidebar: {shown!r})")
 
     # MathJax ships with the site; no page loads anything from another host
     mathjax = site / "_static" / "mathjax"
@@ -213,18 +234,24 @@ def main(site: Path) -> int:
         html = page.read_text(errors="replace")
         rel = page.relative_to(site).as_posix()
         for tag in re.findall(r"<(?:script|link|img|iframe|source)\b[^>]*>", html):
-            if re.search(r'<link\b', tag) and not re.search(r'rel="(?:stylesheet|preload|modulepreload|icon)', tag):
+            if re.search(r'<link\b', tag) \
+                    and not re.search(r'rel="(?:stylesheet|preload|modulepreload|icon)', tag):
                 continue  # hyperlinks to other pages are fine; loaded resources are not
             for url in re.findall(r'(?:src|href)="((?:https?:)?//[^"]+)"', tag):
                 external.append(f"{rel}: {url}")
-        if 'class="math' in html and not re.search(r'<script[^>]+src="[^"]*_static/mathjax/tex-mml-chtml\.js', html):
+        if 'class="math' in html \
+                and not re.search(r'<script[^>]+src="[^"]*_static/mathjax/tex-mml-chtml\.js', html):
             no_local_mathjax.append(rel)
-    check(not external, f"no page loads a resource from another host ({len(external)}: {external[:5]})")
-    check(not no_local_mathjax, f"pages with math load the shipped MathJax ({no_local_mathjax[:5]})")
+    check(not external, f"no page loads a resource from another host ({len(external)}: "
+                        f"{external[:5]})")
+    check(not no_local_mathjax,
+          f"pages with math load the shipped MathJax ({no_local_mathjax[:5]})")
 
     # no absolute machine path in any output (the executed notebooks) or page
-    here = (str(ROOT), sys.prefix, sysconfig.get_paths()["purelib"], str(Path.home()))  # this machine's paths
-    executed = ROOT / "_build" / "jupyter_execute" / "nbs" if site.resolve() == (ROOT / "_build" / "html").resolve() \
+    # this machine's paths
+    here = (str(ROOT), sys.prefix, sysconfig.get_paths()["purelib"], str(Path.home()))
+    executed = ROOT / "_build" / "jupyter_execute" / "nbs" \
+        if site.resolve() == (ROOT / "_build" / "html").resolve() \
         else site.parent / "jupyter_execute" / "nbs"
     leaks = []
     for nb in sorted(executed.glob("*.ipynb")):
@@ -232,10 +259,13 @@ def main(site: Path) -> int:
             leaks += [f"{nb.name} cell {cell}: {p}" for p in machine_paths(text, here)]
     for page in pages + sorted(site.rglob("*.html.md")):
         text = page.read_text(errors="replace")
-        leaks += [f"{page.relative_to(site)}: {p}" for p in here[:3] if p in text]  # prose may name /tmp: only ours
-        leaks += [f"{page.relative_to(site)}: {u}" for u in re.findall(r'(?:src|href)="(file:[^"]+)"', text)]
+        # prose may name /tmp: only ours
+        leaks += [f"{page.relative_to(site)}: {p}" for p in here[:3] if p in text]
+        leaks += [f"{page.relative_to(site)}: {u}"
+                  for u in re.findall(r'(?:src|href)="(file:[^"]+)"', text)]
     check(executed.is_dir(), f"executed notebooks found in {executed} (for the output checks)")
-    # no output carries what the kernel's machinery logged (a zmq traceback, a traitlets record): page and cell
+    # no output carries what the kernel's machinery logged (a zmq traceback, a traitlets record):
+    # page and cell
     logs = kernel_logs(executed)
     check(not logs, "no kernel log line in any output (tools/notebook_kernel.py)"
           + (f"; the pages show:\n{logs[:4000]}" if logs else ""))
@@ -246,14 +276,17 @@ def main(site: Path) -> int:
     empty = empty_figures(site)
     where = pages_using(site, empty)
     check(bool(images) and all(f.is_file() for f in images),
-          f"the site shows figures, all in _images/ ({[f.name for f in images if not f.is_file()][:3]} missing)")
+          "the site shows figures, all in _images/ "
+          f"({[f.name for f in images if not f.is_file()][:3]} missing)")
     check(not empty, f"no empty figure ({len(empty)} of {len(images)}: "
                      + "; ".join(f"{n} on {where[n] or '?'}" for n in empty[:5]) + ")")
 
-    # every link nbdev writes into the package (docstrings, llms.txt, _modidx.py) leads to a page here
+    # every link nbdev writes into the package (docstrings, llms.txt, _modidx.py) leads to a page
+    # here
     from test_site_links import doc_links, missing_targets
     bad = missing_targets(site)
-    check(not bad, f"nbdev's links lead to pages of the site ({len(bad)} of {len(doc_links())} do not: {bad[:5]})")
+    check(not bad, f"nbdev's links lead to pages of the site ({len(bad)} of {len(doc_links())} do "
+                   f"not: {bad[:5]})")
 
     for f in failed:
         print("FAILED:", f)

@@ -2,26 +2,30 @@ import os
 import sys
 
 import pytest
-from helpers import ROOT   # the shared helpers: test files import from tests/helpers.py, never from each other
+# the shared helpers: test files import from tests/helpers.py, never from each other
+from helpers import ROOT
 
-# The datasets: the project keeps them in a `shared/data` folder beside the repository (README). txbook.data reads
-# the data folder from an argument or $TXBOOK_DATA, never from where it runs, so the tests name the folder here,
-# for this process, the notebook kernels and the scripts they start, unless the caller chose one. A worktree may
-# sit deeper than a clone: the repository's parents are searched, not the working directory's. Without such a
-# folder the loaders read the download cache (tools/fetch_data.py fills it; tests/test_colab.py unsets the variable).
+# The datasets: the project keeps them in a `shared/data` folder beside the repository (README).
+# txbook.data reads the data folder from an argument or $TXBOOK_DATA, never from where it runs, so
+# the tests name the folder here, for this process, the notebook kernels and the scripts they start,
+# unless the caller chose one. A worktree may sit deeper than a clone: the repository's parents are
+# searched, not the working directory's. Without such a folder the loaders read the download cache
+# (tools/fetch_data.py fills it; tests/test_colab.py unsets the variable).
 if not os.environ.get("TXBOOK_DATA", "").strip():
-    _shared = next((d / "shared" / "data" for d in ROOT.parents if (d / "shared" / "data").is_dir()), None)
+    _shared = next(
+        (d / "shared" / "data" for d in ROOT.parents if (d / "shared" / "data").is_dir()), None)
     if _shared is not None:
         os.environ["TXBOOK_DATA"] = str(_shared)
 sys.path.insert(0, str(ROOT / "book" / "_ext"))  # the book's Sphinx extension
 
-# `make test` runs the suite in two pytest-xdist workers, a test file at a time (`-n 2 --dist loadfile`): the
-# tests of a file share its module fixtures (a venv, a wheel, a torchrun job), built once in one worker. The Colab
-# simulation (tests/test_colab.py) mostly waits on pip, so it overlaps well with the quick pass in the other.
-# (`--dist loadgroup` with xdist_group marks would be finer, but pytest 9.2 ignores xdist 3.8's group suffix.)
-# xdist hands out the files with the most tests first (test_colab, test_notebooks: one to each worker); the
-# rest follow as a worker frees up. Files must not leak process state into each other, since any two may share
-# a worker in any order: e.g. a torch function mode left on the stack stops dynamo tracing (checked below).
+# `make test` runs the suite in two pytest-xdist workers, a test file at a time (`-n 2 --dist
+# loadfile`): the tests of a file share its module fixtures (a venv, a wheel, a torchrun job), built
+# once in one worker. The Colab simulation (tests/test_colab.py) mostly waits on pip, so it overlaps
+# well with the quick pass in the other. (`--dist loadgroup` with xdist_group marks would be finer,
+# but pytest 9.2 ignores xdist 3.8's group suffix.) xdist hands out the files with the most tests
+# first (test_colab, test_notebooks: one to each worker); the rest follow as a worker frees up.
+# Files must not leak process state into each other, since any two may share a worker in any order:
+# e.g. a torch function mode left on the stack stops dynamo tracing (checked below).
 
 
 def _process_state() -> dict:
@@ -33,7 +37,8 @@ def _process_state() -> dict:
             "grad enabled": torch.is_grad_enabled(),
             "deterministic algorithms": torch.are_deterministic_algorithms_enabled(),
             "threads": torch.get_num_threads(),
-            "process group": torch.distributed.is_available() and torch.distributed.is_initialized(),
+            "process group": torch.distributed.is_available()
+            and torch.distributed.is_initialized(),
             "dispatch modes": torch._C._len_torch_dispatch_stack(),
             "inference mode": torch.is_inference_mode_enabled(),
             "autocast": torch.is_autocast_enabled("cpu"),
@@ -42,10 +47,11 @@ def _process_state() -> dict:
 
 @pytest.fixture(autouse=True)
 def _leaves_process_state_as_found():
-    """Every test leaves the global torch state of `_process_state` as it found it: under `--dist loadfile` any two
-    test files may share a worker, in any order (a `set_default_device` left behind once stopped dynamo tracing).
-    Not seen here: what module fixtures or imports change (test_properties and test_swin set one thread at import,
-    for every file in the worker, as in a sequential run)."""
+    """Every test leaves the global torch state of `_process_state` as it found it: under `--dist
+    loadfile` any two test files may share a worker, in any order (a `set_default_device` left
+    behind once stopped dynamo tracing). Not seen here: what module fixtures or imports change
+    (test_properties and test_swin set one thread at import, for every file in the worker, as in a
+    sequential run)."""
     before = _process_state()
     yield
     after = _process_state()
@@ -53,11 +59,12 @@ def _leaves_process_state_as_found():
     assert not changed, f"the test changed process state (before, after): {changed}"
 
 
-# Tests that wait for something this checkout may not have carry a marker naming it (pyproject.toml registers
-# them). While it is missing they are deselected, not skipped: a run counts only the tests it ran (the summary
-# says how many wait, and for what); `pytest -m needs_gpu_records` selects them anyway. `needs_gpu_records`:
-# the full-size GPU records in results/full/ (tools/run_full.py on a GPU writes them); `needs_site`: a built site
-# (make book; CI checks the same through tests/check_site.py in make book, after make test).
+# Tests that wait for something this checkout may not have carry a marker naming it (pyproject.toml
+# registers them). While it is missing they are deselected, not skipped: a run counts only the tests
+# it ran (the summary says how many wait, and for what); `pytest -m needs_gpu_records` selects them
+# anyway. `needs_gpu_records`: the full-size GPU records in results/full/ (tools/run_full.py on a
+# GPU writes them); `needs_site`: a built site (make book; CI checks the same through
+# tests/check_site.py in make book, after make test).
 WAITS = {"needs_gpu_records": lambda: any((ROOT / "results" / "full").glob("*.json")),
          "needs_site": lambda: (ROOT / "_build" / "html" / "index.html").exists()}
 
@@ -70,9 +77,11 @@ def pytest_collection_modifyitems(config, items):
         config.hook.pytest_deselected(items=waiting)
         ids = set(map(id, waiting))
         items[:] = [it for it in items if id(it) not in ids]
-        config._txbook_waiting = {m: sum(bool(it.get_closest_marker(m)) for it in waiting) for m in missing}
+        config._txbook_waiting = {m: sum(bool(it.get_closest_marker(m)) for it in waiting)
+                                  for m in missing}
 
 
 def pytest_terminal_summary(terminalreporter, config):
     for m, n in getattr(config, "_txbook_waiting", {}).items():
-        if n: terminalreporter.write_line(f"{n} deselected: marked {m}, which this checkout does not have yet")
+        if n: terminalreporter.write_line(f"{n} deselected: marked {m}, which this checkout does "
+                                          "not have yet")

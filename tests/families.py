@@ -1,7 +1,8 @@
 """The model families, small: every family of the package that fit trains, with the data it reads.
 
-Shared by tests/test_device.py (device audit and host reads), tests/test_compile.py (one graph in train mode)
-and tests/test_ddp.py (every family under torchrun): a helper module, so that no test file imports another.
+Shared by tests/test_device.py (device audit and host reads), tests/test_compile.py (one graph in
+train mode) and tests/test_ddp.py (every family under torchrun): a helper module, so that no test
+file imports another.
 """
 import torch
 
@@ -15,12 +16,13 @@ from txbook.vit import ViT
 
 
 def vit(**kw):
-    return ViT(img_size=16, patch_size=4, in_chans=1, n_classes=5, d_model=32, depth=2, n_heads=4, **kw)
+    return ViT(img_size=16, patch_size=4, in_chans=1, n_classes=5, d_model=32, depth=2, n_heads=4,
+               **kw)
 
 
 def swin():
-    return Swin(img_size=16, patch_size=2, in_chans=1, n_classes=5, d_model=16, depths=(2, 2), n_heads=(2, 4),
-                window=4)
+    return Swin(img_size=16, patch_size=2, in_chans=1, n_classes=5, d_model=16, depths=(2, 2),
+                n_heads=(2, 4), window=4)
 
 
 def poslabel(**heads):
@@ -66,7 +68,8 @@ def seq2seq():
 
 
 def seq2seq_data(n=8):
-    "The encoder-decoder's batches as fit reads them: (src, tgt_in, src_keep, tgt_out), padding = -100"
+    """The encoder-decoder's batches as fit reads them: (src, tgt_in, src_keep, tgt_out), padding =
+    -100"""
     src, tgt = pairs(n)
     keep = torch.ones_like(src, dtype=torch.bool)
     keep[::2, 4:] = False                                      # padded sources
@@ -85,15 +88,19 @@ FAMILIES = {
     "vit-cls": (lambda: vit(pool="cls"), images),
     "vit-mean": (lambda: vit(pool="mean"), images),
     "poslabels-apl-regress": (poslabel(apl=(APLHead, "regress")), images),
-    "poslabels-apl-classify+rpl-classify": (poslabel(apl=(APLHead, "classify"), rpl=(RPLHead, "classify")),
-                                            images),
+    "poslabels-apl-classify+rpl-classify": (
+        poslabel(apl=(APLHead, "classify"), rpl=(RPLHead, "classify")),
+        images),
     "poslabels-rpl-regress": (poslabel(rpl=(RPLHead, "regress")), images),
     "poslabels-swin": (poslabel_swin, images),
     "mae": (mae(), images_only),
     "mae+apl": (mae(apl=True), images_only),
     "swin": (swin, images),
-    "gpt": (lambda: GPT(GPTConfig(vocab_size=11, block_size=8, depth=2, n_heads=2, d_model=32, dropout=0.0)),
-            tokens),
+    "gpt": (
+        lambda: GPT(
+            GPTConfig(vocab_size=11, block_size=8, depth=2, n_heads=2, d_model=32, dropout=0.0)),
+        tokens),
     "encoder-decoder": (seq2seq, seq2seq_data),
-    "sequence-classifier": (lambda: SequenceClassifier(3, 4, n_tokens=6, d_model=16, n_heads=2), vectors),
+    "sequence-classifier": (lambda: SequenceClassifier(3, 4, n_tokens=6, d_model=16, n_heads=2),
+                            vectors),
 }

@@ -1,13 +1,13 @@
 """Every model family of the book trains under `fit(precision=...)` in float16 and bfloat16.
 
-On a GPU `fit` autocasts to bfloat16 (Ampere and newer) or to float16 with loss scaling (Volta, Turing: Colab's
-T4); no GPU runs these tests, but autocast and PyTorch's GradScaler also run on the CPU, so this is where an
-exception, a non-finite value or a loss far from float32's in the book's own modules shows, and where the
-scaler's wiring in `fit` is exercised. Its limit: CPU autocast casts the inputs of
-`scaled_dot_product_attention` itself, so a float32 mask passed to 16-bit attention would pass here. Each model takes
-two optimiser steps on random data at each
-precision; the losses must be finite, the weights must change and stay finite, and the first 16-bit loss
-must be close to the float32 one (the same weights, the same batch).
+On a GPU `fit` autocasts to bfloat16 (Ampere and newer) or to float16 with loss scaling (Volta,
+Turing: Colab's T4); no GPU runs these tests, but autocast and PyTorch's GradScaler also run on the
+CPU, so this is where an exception, a non-finite value or a loss far from float32's in the book's
+own modules shows, and where the scaler's wiring in `fit` is exercised. Its limit: CPU autocast
+casts the inputs of `scaled_dot_product_attention` itself, so a float32 mask passed to 16-bit
+attention would pass here. Each model takes two optimiser steps on random data at each precision;
+the losses must be finite, the weights must change and stay finite, and the first 16-bit loss must
+be close to the float32 one (the same weights, the same batch).
 """
 import pytest
 import torch
@@ -25,7 +25,8 @@ from txbook.vit import ViT
 
 
 def vit(**kw):
-    return ViT(img_size=16, patch_size=4, in_chans=1, n_classes=5, d_model=32, depth=2, n_heads=4, **kw)
+    return ViT(img_size=16, patch_size=4, in_chans=1, n_classes=5, d_model=32, depth=2, n_heads=4,
+               **kw)
 
 
 def images():
@@ -77,8 +78,8 @@ def run(name, precision):
     model = make()
     w0 = [p.detach().clone() for p in model.parameters()]
     dl = TensorLoader(*data(), batch_size=8)
-    hist = fit(model, dl, epochs=1, lr=1e-3, schedule=WarmupCosine(0), device='cpu', precision=precision,
-               progress=False, verbose=False)
+    hist = fit(model, dl, epochs=1, lr=1e-3, schedule=WarmupCosine(0), device='cpu',
+               precision=precision, progress=False, verbose=False)
     return model, w0, hist
 
 
@@ -103,15 +104,18 @@ def test_trains_in_16_bits(name, precision):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
 def test_16_bit_weights_refused(dtype, precision):
-    "Mixed precision keeps float32 master weights: 16-bit weights (e.g. loaded as stored) are refused by name"
+    """Mixed precision keeps float32 master weights: 16-bit weights (e.g. loaded as stored) are
+    refused by name"""
     model = vit(pool="cls")
     model.head.to(dtype)                       # one layer in 16 bits is enough
     x, y = images()
     w0 = [p.detach().clone() for p in model.parameters()]
-    with pytest.raises(ValueError, match=rf"2 parameters are {str(dtype)[6:]} \(e\.g\. head\.weight"):
+    with pytest.raises(ValueError,
+                       match=rf"2 parameters are {str(dtype)[6:]} \(e\.g\. head\.weight"):
         fit(model, TensorLoader(x, y, batch_size=8), epochs=1, device="cpu", precision=precision,
             progress=False, verbose=False)
-    assert all(torch.equal(a, b) for a, b in zip(w0, model.parameters()))   # refused before any step
+    # refused before any step
+    assert all(torch.equal(a, b) for a, b in zip(w0, model.parameters()))
     model.float()                              # the fix the message names
     fit(model, TensorLoader(x, y, batch_size=8), epochs=1, device="cpu", precision=precision,
         progress=False, verbose=False, max_steps=1)
@@ -119,9 +123,11 @@ def test_16_bit_weights_refused(dtype, precision):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_16_bit_weights_without_autocast_warned(dtype):
-    "precision='fp32' (the CPU's 'auto') on 16-bit weights: AdamW steps them in 16 bits, and fit says so"
-    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(256, 5)).to(dtype)   # loaded as stored
+    """precision='fp32' (the CPU's 'auto') on 16-bit weights: AdamW steps them in 16 bits, and fit
+    says so"""
+    # loaded as stored
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(256, 5)).to(dtype)
     x, y = images()
     with pytest.warns(UserWarning, match=rf"2 parameters are {str(dtype)[6:]} .*without autocast"):
-        fit(model, TensorLoader(x.to(dtype), y, batch_size=8), epochs=1, device="cpu", precision="fp32",
-            progress=False, verbose=False, max_steps=1)
+        fit(model, TensorLoader(x.to(dtype), y, batch_size=8), epochs=1, device="cpu",
+            precision="fp32", progress=False, verbose=False, max_steps=1)

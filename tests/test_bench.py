@@ -1,16 +1,18 @@
 """The benchmark scripts in bench/ still run: each is called once with tiny sizes.
 
-The figures in the chapters and the issue notes come from these scripts, so a script that no longer runs
-(an API renamed in a chapter, an argument dropped) would leave figures nobody can reproduce. No timing is
-asserted here (timings are the scripts' output, read by people); what is checked is that each script exits 0,
-prints its table, and that the correctness checks inside it pass (the scripts assert that the two models
-they time compute the same outputs, or that the cached decoding gives the same tokens).
+The figures in the chapters and the issue notes come from these scripts, so a script that no longer
+runs (an API renamed in a chapter, an argument dropped) would leave figures nobody can reproduce. No
+timing is asserted here (timings are the scripts' output, read by people); what is checked is that
+each script exits 0, prints its table, and that the correctness checks inside it pass (the scripts
+assert that the two models they time compute the same outputs, or that the cached decoding gives the
+same tokens).
 """
 import os, subprocess, sys
 from pathlib import Path
 
 import pytest
-pytestmark = pytest.mark.slow   # runs the bench scripts: not in the fast path (`pytest -m "not slow"`)
+# runs the bench scripts: not in the fast path (`pytest -m "not slow"`)
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / 'shared' / 'data'
@@ -30,7 +32,8 @@ CASES = [
     ('bench_swin.py', ['ablation', '--n-train', '256', '--epochs', '1', '--seeds', '0',
                        '--width', '16', '--device', 'cpu'], '±', True),
     ('bench_chargpt.py', ['--steps', '2', '--eval-every', '1', '--eval-iters', '1', '--depth', '1',
-                          '--width', '32', '--context', '16', '--device', 'cpu'], 'RESULT chargpt', True),
+                          '--width', '32', '--context', '16', '--device',
+                          'cpu'], 'RESULT chargpt', True),
     ('bench_vit.py', ['--dataset', 'mnist', '--epochs', '1', '--train-limit', '128', '--test-limit',
                       '256', '--device', 'cpu'], 'RESULT mnist', True),
 ]
@@ -44,5 +47,7 @@ def test_bench_runs(script, args, expect, needs_data):
     env = {**os.environ, 'PYTHONPATH': str(ROOT)}
     r = subprocess.run([sys.executable, str(ROOT / 'bench' / script), *args], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, f"{script} {' '.join(args)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    assert r.returncode == 0, (
+        f"{script} {' '.join(args)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    )
     assert expect in r.stdout, f"{script}: no {expect!r} in its output:\n{r.stdout[-3000:]}"

@@ -1,34 +1,45 @@
 """Recorded training benchmarks, `results/bench/<page>/<name>.json`, and the pages that read them.
 
 The records here are those of the training benchmarks (`bench/bench_swin.py ablation|table2`,
-`bench/bench_poslabels.py`): accuracies per seed of every row of a table. Other benchmarks record other things
-in other layouts; of those, only the existence of every record a page reads is checked here.
+`bench/bench_poslabels.py`): accuracies per seed of every row of a table. Other benchmarks record
+other things in other layouts; of those, only the existence of every record a page reads is checked
+here.
 
-A page never types a benchmark's numbers into its text or its code: a cell reads the record and prints it
-(chapters 12, 15 and 16), and the page, when it runs (tests/test_notebooks.py), checks that the record's rows are
-its own rows, in its order. This file holds the rest of the contract without running the pages:
+A page never types a benchmark's numbers into its text or its code: a cell reads the record and
+prints it (chapters 12, 15 and 16), and the page, when it runs (tests/test_notebooks.py), checks
+that the record's rows are its own rows, in its order. This file holds the rest of the contract
+without running the pages:
 
-- every record parses and says where it came from: its page (the folder's name, a notebook that exists), the
-  script in bench/ that wrote it, the command, whose arguments the script's own parser turns into exactly the
-  recorded ones, a full commit hash that exists in this repository and a clean tree at that commit (so the
-  commit alone reproduces it), the date, the machine, the seeds;
-- its numbers are consistent with that command: one top-1 and one top-5 value per seed for every row, each a
-  fraction with top-5 >= top-1, and the recorded steps per run equal to epochs x batches of the recorded data;
-- its page reads it (the record's path appears in a code cell of the page), and every record a page's code
+- every record parses and says where it came from: its page (the folder's name, a notebook that
+exists), the
+  script in bench/ that wrote it, the command, whose arguments the script's own parser turns into
+  exactly the recorded ones, a full commit hash that exists in this repository and a clean tree at
+  that commit (so the commit alone reproduces it), the date, the machine, the seeds;
+- its numbers are consistent with that command: one top-1 and one top-5 value per seed for every
+row, each a
+  fraction with top-5 >= top-1, and the recorded steps per run equal to epochs x batches of the
+  recorded data;
+- its page reads it (the record's path appears in a code cell of the page), and every record a
+page's code
   names exists;
 - the scripts still write such records (tiny sizes, into a temporary folder).
 
-Every record in `results/bench`, the training records and the speed records (chapter 2's `bench_mhsa.json`,
-chapter 10's `bench_vit_vs_hf.json`) alike, also proves it still reproduces: it says where it came from (script,
-command, a clean commit that exists) and lists the source files its command runs with their SHA-256
-(`sources`, computed by `tools/records.py` from the script's imports, never typed), and
+Every record in `results/bench`, the training records and the speed records (chapter 2's
+`bench_mhsa.json`, chapter 10's `bench_vit_vs_hf.json`) alike, also proves it still reproduces: it
+says where it came from (script, command, a clean commit that exists) and lists the source files its
+command runs with their SHA-256 (`sources`, computed by `tools/records.py` from the script's
+imports, never typed), and
 
-- its sources are the working tree's: a listed file whose hash differs, or an imported file it does not list,
-  makes the record stale, and the test fails with the command that re-records it (from a clean commit; or
-  `python tools/records.py --rerecord`, which runs every stale record's command and refuses a dirty tree);
-- its sources are those of its own commit (the same files and hashes read with `git show`), so the list was
+- its sources are the working tree's: a listed file whose hash differs, or an imported file it does
+not list,
+  makes the record stale, and the test fails with the command that re-records it (from a clean
+  commit; or `python tools/records.py --rerecord`, which runs every stale record's command and
+  refuses a dirty tree);
+- its sources are those of its own commit (the same files and hashes read with `git show`), so the
+list was
   written by the code it names;
-- the computed list covers what Python imports: every `txbook` or `bench/` module that importing the script
+- the computed list covers what Python imports: every `txbook` or `bench/` module that importing the
+script
   loads is on it.
 """
 import importlib.util, json, math, os, re, shlex, subprocess, sys
@@ -42,8 +53,8 @@ from records import at_commit, changes, source_files, source_hashes  # noqa: E40
 SCRIPTS = {"bench/bench_swin.py", "bench/bench_poslabels.py"}
 ALL = sorted((ROOT / "results" / "bench").glob("*/*.json"))
 RECORDS = [p for p in ALL if json.loads(p.read_text()).get("script") in SCRIPTS]
-KEYS = {"page", "script", "command", "args", "commit", "dirty", "date", "machine", "seeds", "steps", "wall_s",
-        "cpu_s", "rows", "sources"}
+KEYS = {"page", "script", "command", "args", "commit", "dirty", "date", "machine", "seeds",
+        "steps", "wall_s", "cpu_s", "rows", "sources"}
 ORIGIN = {"script", "command", "commit", "dirty", "date", "machine", "sources"}   # every record
 DATA = ROOT.parent / "shared" / "data"
 rel_id = lambda p: f"{p.parent.name}/{p.name}"
@@ -72,11 +83,16 @@ def check_record(rec: dict, path=None):
     argv = shlex.split(rec["command"])
     assert argv[:2] == ["python", rec["script"]], rec["command"]
     parsed = vars(_bench(rec["script"]).parser().parse_args(argv[2:]))
-    assert parsed == rec["args"], f"the command does not give the recorded arguments: {parsed} != {rec['args']}"
+    assert parsed == rec["args"], (
+        f"the command does not give the recorded arguments: {parsed} != {rec['args']}"
+    )
     assert re.fullmatch(r"[0-9a-f]{40}", rec["commit"] or ""), rec["commit"]
     assert isinstance(rec["dirty"], bool)
-    if path is not None:   # a record in the repository comes from a clean tree: its commit alone made it
-        assert not rec["dirty"], f"{path}: recorded from a tree with uncommitted changes; rerun it from a commit"
+    if path is not None:
+        # a record in the repository comes from a clean tree: its commit alone made it
+        assert not rec["dirty"], (
+            f"{path}: recorded from a tree with uncommitted changes; rerun it from a commit"
+        )
     assert {"cpu", "device", "torch"} <= rec["machine"].keys(), rec["machine"]
     seeds = rec["seeds"]
     assert len(seeds) == len(set(seeds)) >= 1, seeds
@@ -110,8 +126,8 @@ def test_record_says_where_it_came_from(path):
 
 
 def _shallow() -> bool:
-    return subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=ROOT, capture_output=True,
-                          text=True).stdout.strip() == "true"
+    return subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=ROOT,
+                          capture_output=True, text=True).stdout.strip() == "true"
 
 
 @pytest.mark.parametrize("path", ALL, ids=rel_id)
@@ -119,7 +135,8 @@ def test_record_names_a_commit_that_exists(path):
     sha = json.loads(path.read_text())["commit"]
     if _shallow():
         pytest.skip("a shallow clone cannot tell whether an old commit exists")
-    r = subprocess.run(["git", "cat-file", "-e", f"{sha}^{{commit}}"], cwd=ROOT, capture_output=True)
+    r = subprocess.run(["git", "cat-file", "-e", f"{sha}^{{commit}}"], cwd=ROOT,
+                       capture_output=True)
     assert r.returncode == 0, f"{path.name} names commit {sha}, which is not in this repository"
 
 
@@ -128,8 +145,8 @@ def test_record_still_reproduces(path):
     "The files the record's command runs are as they were when it was recorded (else: re-record it)"
     rec = json.loads(path.read_text())
     why = changes(rec)
-    assert not why, (f"results/bench/{rel_id(path)} is stale: its command no longer runs the code that wrote "
-                     f"it (recorded at {rec['commit'][:9]}):\n    " + "\n    ".join(why)
+    assert not why, (f"results/bench/{rel_id(path)} is stale: its command no longer runs the code "
+                     f"that wrote it (recorded at {rec['commit'][:9]}):\n    " + "\n    ".join(why)
                      + f"\nRe-record it from a clean commit:\n    {rec['command']}\n"
                      f"(or every stale record: python tools/records.py --rerecord)")
 
@@ -151,15 +168,17 @@ def test_source_files_cover_what_python_imports(script):
     probe = ("import importlib.util, json, sys; "
              f"spec = importlib.util.spec_from_file_location('probe', {str(ROOT / script)!r}); "
              "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); "
-             "print(json.dumps(sorted(getattr(v, '__file__', None) or '' for v in list(sys.modules.values()))))")
+             "print(json.dumps(sorted(getattr(v, '__file__', None) or '' for v in "
+             "list(sys.modules.values()))))")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    r = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True,
-                       timeout=300)
+    r = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     loaded = {os.path.relpath(f, ROOT) for f in json.loads(r.stdout.splitlines()[-1])
               if f.startswith(str(ROOT / "txbook")) or f.startswith(str(ROOT / "bench"))}
     missing = loaded - set(source_files(script))
-    assert "txbook/__init__.py" in loaded and not missing, f"{script} loads {sorted(missing)}, not listed"
+    assert "txbook/__init__.py" in loaded \
+        and not missing, f"{script} loads {sorted(missing)}, not listed"
 
 
 def test_a_changed_source_makes_a_record_stale():
@@ -169,16 +188,19 @@ def test_a_changed_source_makes_a_record_stale():
     edited = dict(rec["sources"], **{"txbook/mhsa.py": "0" * 64})
     assert changes({**rec, "sources": edited}) == ["txbook/mhsa.py: changed since the record"]
     fewer = {k: v for k, v in rec["sources"].items() if k != "txbook/attention.py"}
-    assert changes({**rec, "sources": fewer}) == ["txbook/attention.py: imported now, not listed in the record"]
+    assert changes({**rec, "sources": fewer}) == ["txbook/attention.py: imported now, not listed "
+                                                  "in the record"]
     more = dict(rec["sources"], **{"txbook/vit.py": "0" * 64})
-    assert changes({**rec, "sources": more}) == ["txbook/vit.py: listed in the record, no longer imported"]
+    assert changes({**rec, "sources": more}) == ["txbook/vit.py: listed in the record, no longer "
+                                                 "imported"]
     assert changes({"script": "bench/bench_mhsa.py"}) == ["the record lists no sources"]
 
 
 @pytest.mark.parametrize("path", ALL, ids=rel_id)
 def test_the_page_reads_its_record(path):
     rel = f"{path.parent.name}/{path.name}"
-    assert rel in _code(path.parent.name), f"nbs/{path.parent.name}.ipynb does not read results/bench/{rel}"
+    assert rel in _code(
+        path.parent.name), f"nbs/{path.parent.name}.ipynb does not read results/bench/{rel}"
 
 
 @pytest.mark.parametrize("page", [p.stem for p in NBS], ids=str)
@@ -186,7 +208,8 @@ def test_every_record_a_page_reads_exists(page):
     code = _code(page)
     for rel in sorted(set(re.findall(r"results/bench/([\w.-]+/[\w.-]+\.json)", code))
                       | set(re.findall(r"load_record\('([\w.-]+/[\w.-]+\.json)'\)", code))):
-        assert (ROOT / "results" / "bench" / rel).exists(), f"{page} reads results/bench/{rel}, which is missing"
+        assert (ROOT / "results" / "bench"
+                / rel).exists(), f"{page} reads results/bench/{rel}, which is missing"
 
 
 def test_the_table1_record_has_the_pages_rows():
@@ -199,11 +222,14 @@ def test_the_table1_record_has_the_pages_rows():
 
 
 @pytest.mark.parametrize("script,args", [
-    ("bench/bench_swin.py", ["table2", "--n-train", "64", "--epochs", "1", "--seeds", "0", "1", "--width", "16",
+    ("bench/bench_swin.py",
+     ["table2", "--n-train", "64", "--epochs", "1", "--seeds", "0", "1", "--width", "16",
                              "--batch-size", "32", "--device", "cpu", "--workers", "2"]),
-    ("bench/bench_swin.py", ["ablation", "--n-train", "64", "--epochs", "1", "--seeds", "0", "--width", "16",
+    ("bench/bench_swin.py",
+     ["ablation", "--n-train", "64", "--epochs", "1", "--seeds", "0", "--width", "16",
                              "--batch-size", "32", "--device", "cpu"]),
-    ("bench/bench_poslabels.py", ["--n-train", "64", "--n-test", "64", "--epochs", "1", "--seeds", "2",
+    ("bench/bench_poslabels.py",
+     ["--n-train", "64", "--n-test", "64", "--epochs", "1", "--seeds", "2",
                                   "--batch-size", "32", "--workers", "2"]),
 ], ids=["swin-table2", "swin-ablation", "poslabels"])
 @pytest.mark.slow   # runs the bench scripts
@@ -212,8 +238,8 @@ def test_the_scripts_write_records(script, args, tmp_path):
         pytest.skip(f"needs the datasets in {DATA}")
     out = tmp_path / "rec.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    r = subprocess.run([sys.executable, str(ROOT / script), *args, "--json", str(out)], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run([sys.executable, str(ROOT / script), *args, "--json", str(out)], cwd=ROOT,
+                       env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, f"{script} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     rec = json.loads(out.read_text())
     rec["command"] = rec["command"].replace(str(out), "OUT")     # what the record says, re-parsed

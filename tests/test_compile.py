@@ -1,16 +1,18 @@
-"""Every model family's forward is one graph: `torch.compile(..., fullgraph=True)` captures it whole.
+"""Every model family's forward is one graph: `torch.compile(..., fullgraph=True)` captures it
+whole.
 
-A graph break (a Python branch on a tensor's value, `.item()`, a `print`) would split a forward into pieces with
-the interpreter between them, and on a GPU each value read is a host sync. Dynamo raises on the first break when
-`fullgraph=True`; the backend is `eager` because the question is the capture, not the generated kernels (inductor
-would add minutes of C++ compilation on the CPU and test nothing more about breaks). Each compiled forward must
-also give the eager forward's numbers.
+A graph break (a Python branch on a tensor's value, `.item()`, a `print`) would split a forward into
+pieces with the interpreter between them, and on a GPU each value read is a host sync. Dynamo raises
+on the first break when `fullgraph=True`; the backend is `eager` because the question is the
+capture, not the generated kernels (inductor would add minutes of C++ compilation on the CPU and
+test nothing more about breaks). Each compiled forward must also give the eager forward's numbers.
 """
 import pytest
 import torch
 
 from txbook.core import seed_everything
-pytestmark = pytest.mark.slow   # torch.compile: seconds a test: not in the fast path (`pytest -m "not slow"`)
+# torch.compile: seconds a test: not in the fast path (`pytest -m "not slow"`)
+pytestmark = pytest.mark.slow
 
 
 def _gpt():
@@ -20,7 +22,9 @@ def _gpt():
 
 def _gpt_rope():
     from txbook.gpt import GPT, GPTConfig
-    return GPT(GPTConfig(vocab_size=17, block_size=16, depth=2, n_heads=2, d_model=16, dropout=0.0, pos="rope"))
+    return GPT(
+        GPTConfig(vocab_size=17, block_size=16, depth=2, n_heads=2, d_model=16, dropout=0.0,
+                  pos="rope"))
 
 
 def _vit(pool="cls", pos="learned"):
@@ -31,8 +35,8 @@ def _vit(pool="cls", pos="learned"):
 
 def _swin(**kw):
     from txbook.swin import Swin
-    return Swin(img_size=16, patch_size=2, in_chans=1, n_classes=5, d_model=8, depths=(2, 2), n_heads=(2, 2),
-                window=4, **kw)
+    return Swin(img_size=16, patch_size=2, in_chans=1, n_classes=5, d_model=8, depths=(2, 2),
+                n_heads=(2, 2), window=4, **kw)
 
 
 def _seq2seq():
@@ -72,7 +76,8 @@ CASES = {
     "vit-mean-sincos": (lambda: _vit(pool="mean", pos="sincos"), lambda: (torch.randn(IMG),), {}),
     "swin": (_swin, lambda: (torch.randn(IMG),), {}),
     "swin-abs-pos": (lambda: _swin(abs_pos=True), lambda: (torch.randn(IMG),), {}),
-    "encoder-decoder": (_seq2seq, lambda: (torch.randint(0, 11, (2, 7)), torch.randint(0, 13, (2, 5))),
+    "encoder-decoder": (_seq2seq,
+                        lambda: (torch.randint(0, 11, (2, 7)), torch.randint(0, 13, (2, 5))),
                         {"src_keep": torch.tensor([[True] * 7, [True] * 4 + [False] * 3])}),
     "poslabel-vit": (_poslabel_vit, lambda: (torch.randn(IMG),), {}),
     "poslabel-swin": (_poslabel_swin, lambda: (torch.randn(IMG),), {}),
@@ -87,7 +92,8 @@ def _flat(out):
         return [t for v in out.values() for t in _flat(v)]
     if isinstance(out, (tuple, list)):
         return [t for v in out for t in _flat(v)]
-    return [v for v in vars(out).values() if isinstance(v, torch.Tensor)] if hasattr(out, "__dict__") else []
+    return [v for v in vars(out).values() if isinstance(v, torch.Tensor)] \
+        if hasattr(out, "__dict__") else []
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -140,7 +146,8 @@ def test_gpt_cached_step_is_one_graph():
 
 
 def test_encoder_decoder_cached_step_is_one_graph():
-    "One step of generation: the newest token against the self-attentions' caches and the memory's kept keys"
+    """One step of generation: the newest token against the self-attentions' caches and the memory's
+    kept keys"""
     from txbook.mhsa import KVCache
     seed_everything(0)
     model = _seq2seq().eval()
@@ -149,7 +156,8 @@ def test_encoder_decoder_cached_step_is_one_graph():
     with torch.no_grad():
         memory = model.encode(src)
         runs = []
-        for _ in range(2):                                         # one for the compiled step, one eager
+        for _ in range(2):
+            # one for the compiled step, one eager
             caches, kept = ([KVCache() for _ in model.decoder.blocks] for _ in range(2))
             model.decode(prefix, memory, caches=caches, memory_caches=kept)   # fill them eagerly
             runs.append((caches, kept))
@@ -168,14 +176,16 @@ def _family_names():
 
 @pytest.mark.parametrize("name", _family_names())
 def test_training_step_is_one_graph(name):
-    "What fit runs for every family: the model in train mode and fit's default loss (ε = 0.1), one graph, backward too"
+    """What fit runs for every family: the model in train mode and fit's default loss (ε = 0.1), one
+    graph, backward too"""
     from families import FAMILIES
     from txbook.losses import default_loss
     make, data = FAMILIES[name]
     seed_everything(0)
     model = make().train()
     batch = data(8)
-    n_in = len(batch) if len(batch) == 1 else len(batch) - 1          # a 1-tuple: inputs, no targets
+    # a 1-tuple: inputs, no targets
+    n_in = len(batch) if len(batch) == 1 else len(batch) - 1
 
     def step(*batch):
         targets = batch[n_in] if len(batch) > n_in else None

@@ -4,28 +4,31 @@ The same tiny classifier is trained
   (a) in one process with global batches of 2b,
   (b) under `torchrun --nproc_per_node=2` (gloo, CPU, 127.0.0.1) with b rows per rank,
   (c) in one process with batches of b and `accum_steps=2`;
-(b) and (c) must give the weights of (a) within 1e-5, and the two ranks of (b) must be identical bit for bit.
-The data make the last batch of an epoch uneven (5 rows: 3 + 2 on two ranks), so the loss weights matter.
-Under torchrun a run with dropout (a different random stream on each rank) is also interrupted, saved and
-resumed, and must end bit for bit where the uninterrupted run ends, on every rank.
+(b) and (c) must give the weights of (a) within 1e-5, and the two ranks of (b) must be identical bit
+for bit. The data make the last batch of an epoch uneven (5 rows: 3 + 2 on two ranks), so the loss
+weights matter. Under torchrun a run with dropout (a different random stream on each rank) is also
+interrupted, saved and resumed, and must end bit for bit where the uninterrupted run ends, on every
+rank.
 
-Issue 36 adds: every sample is seen exactly once per epoch, both when `fit` cuts global batches into shards
-and when a `DistributedSampler` gives each rank its own batches (and `set_epoch` reshuffles them); a loader
-that is neither is refused; a token-mean loss that reports its weight gets the gradient of one batch of
-16 sequences from 8 x 2 accumulation, 2 ranks x 8 (shards or a sampler) and 2 ranks x 4 x 2, to 1e-6; the
-process group is left at exit.
+Issue 36 adds: every sample is seen exactly once per epoch, both when `fit` cuts global batches into
+shards and when a `DistributedSampler` gives each rank its own batches (and `set_epoch` reshuffles
+them); a loader that is neither is refused; a token-mean loss that reports its weight gets the
+gradient of one batch of 16 sequences from 8 x 2 accumulation, 2 ranks x 8 (shards or a sampler) and
+2 ranks x 4 x 2, to 1e-6; the process group is left at exit.
 
-Also: a micro-batch without units (a first micro-batch of padding only, or a rank's whole share) adds
-nothing to the step, where an estimate of the step's weight from the first micro-batch divided 0 by 0; and
-`evaluate` with a DistributedSampler that pads the validation set counts every sample once.
+Also: a micro-batch without units (a first micro-batch of padding only, or a rank's whole share)
+adds nothing to the step, where an estimate of the step's weight from the first micro-batch divided
+0 by 0; and `evaluate` with a DistributedSampler that pads the validation set counts every sample
+once.
 
-Issue 40 (the contract: `fit` calls the model on a batch's inputs and a plain loss function of the outputs
-and targets, which never sees the DDP wrapper; referee report R5) adds: a custom loss and a model's own loss
-term (PositionLabelViT's ModelOutput) under two processes; an empty shard whose loss is written sum / count
-stops with a ValueError and leaves no NaN in any weight (R5 #1); per-rank augmentation of global batches is
-accepted (R5 #2); a resume under another number of processes is refused, and resumed with resume=True says
-that rank 1 has no generators in the file (R5 #5); ranks that resume at different steps are refused (R5 #7);
-a batch sampler with set_epoch is told the epoch (R5 #4).
+Issue 40 (the contract: `fit` calls the model on a batch's inputs and a plain loss function of the
+outputs and targets, which never sees the DDP wrapper; referee report R5) adds: a custom loss and a
+model's own loss term (PositionLabelViT's ModelOutput) under two processes; an empty shard whose
+loss is written sum / count stops with a ValueError and leaves no NaN in any weight (R5 #1);
+per-rank augmentation of global batches is accepted (R5 #2); a resume under another number of
+processes is refused, and resumed with resume=True says that rank 1 has no generators in the file
+(R5 #5); ranks that resume at different steps are refused (R5 #7); a batch sampler with set_epoch is
+told the epoch (R5 #4).
 
 This file is also the script the torchrun workers run (see `_worker` at the bottom).
 """
@@ -69,14 +72,16 @@ def make_net(dropout: float = 0.0) -> nn.Module:
 def penalised(logits, y):
     "A custom loss with a metric: cross-entropy plus a penalty on the logits' size, both row means"
     ms = logits.pow(2).mean()             # a mean over rows, as fit's weights n_r / B assume
-    return F.cross_entropy(logits, y) + 0.1 * ms, {'logit_ms': ms}      # the metric stays on the device
+    # the metric stays on the device
+    return F.cross_entropy(logits, y) + 0.1 * ms, {'logit_ms': ms}
 
 
 def tiny_run(*, batch_size: int, accum_steps: int = 1, dropout: float = 0.0, checkpoint=None,
              max_steps=None, verbose: bool = False, loss=None):
     "Train the tiny classifier with `fit`; returns the model and its history"
     net = make_net(dropout)
-    if dropout:   # a different dropout stream on each rank, so that each rank's saved RNG state matters
+    if dropout:
+        # a different dropout stream on each rank, so that each rank's saved RNG state matters
         torch.manual_seed(100 + int(os.environ.get('RANK', '0')))
     x, y = data()
     dl = TensorLoader(x, y, batch_size=batch_size, shuffle=True, seed=2)
@@ -99,8 +104,9 @@ def poslabel_run():
     return model, hist
 
 
-# ------------------------------------------------------------------ who sees which sample; token weights
-N_SEEN = 44            # divisible by 2: a DistributedSampler pads an odd dataset with repeated samples
+# ------------------------------------------------------------- who sees which sample; token weights
+# divisible by 2: a DistributedSampler pads an odd dataset with repeated samples
+N_SEEN = 44
 
 
 def seen_data(n: int):
@@ -121,10 +127,12 @@ def recording(epoch_of, seen: list):
 def seen_run(mode: str) -> list:
     "Two epochs over the indexed data; mode 'split' (a TensorLoader of global batches) or 'sampler'"
     seen = []
-    if mode == 'split':       # 45 samples, global batches of 8: the last one (5) is 3 + 2 on two ranks
+    if mode == 'split':
+        # 45 samples, global batches of 8: the last one (5) is 3 + 2 on two ranks
         dl = TensorLoader(*seen_data(N_SEEN + 1), batch_size=2 * B, shuffle=True, seed=2)
         epoch_of = lambda: dl.epoch
-    else:                     # each rank draws 22 of the 44 samples, in batches of 4 (the last has 2)
+    else:
+        # each rank draws 22 of the 44 samples, in batches of 4 (the last has 2)
         sampler = DistributedSampler(TensorDataset(*seen_data(N_SEEN)), shuffle=True, seed=2)
         dl = DataLoader(sampler.dataset, batch_size=B, sampler=sampler)
         epoch_of = lambda: sampler.epoch
@@ -134,18 +142,23 @@ def seen_run(mode: str) -> list:
 
 
 class Noisy(torch.utils.data.Dataset):
-    "The torchvision idiom: each sample augmented in __getitem__ with the global (per-rank) generator"
+    """The torchvision idiom: each sample augmented in __getitem__ with the global (per-rank)
+    generator"""
     def __init__(self, x, targets): self.x, self.targets = x, targets
     def __len__(self): return len(self.x)
-    def __getitem__(self, i): return self.x[i] + 0.1 * torch.randn(self.x.shape[1:]), self.targets[i]
+    def __getitem__(self, i):
+        return self.x[i] + 0.1 * torch.randn(self.x.shape[1:]), self.targets[i]
 
 
 def augmented_run() -> list:
-    "Global batches from one shared-seed DataLoader, each rank augmenting its copy with its own generator"
-    torch.manual_seed(100 + int(os.environ.get('RANK', '0')))          # as page J advises, for dropout
+    """Global batches from one shared-seed DataLoader, each rank augmenting its copy with its own
+    generator"""
+    # as page J advises, for dropout
+    torch.manual_seed(100 + int(os.environ.get('RANK', '0')))
     seen = []
     dl = DataLoader(Noisy(*seen_data(N_SEEN)), batch_size=2 * B, shuffle=True,
-                    generator=torch.Generator().manual_seed(5))        # the order: the same on every rank
+                    # the order: the same on every rank
+                    generator=torch.Generator().manual_seed(5))
     fit(make_net(), dl, epochs=2, lr=LR, schedule=WarmupCosine(0), device='cpu', progress=False,
         verbose=False, loss=recording(lambda: len(seen) // 6, seen))   # 6 batches an epoch
     return seen
@@ -155,7 +168,8 @@ PAD = 0
 
 
 def token_data():
-    "16 padded sequences of 6 targets: lengths 1..6, so batches and shards hold different token counts"
+    """16 padded sequences of 6 targets: lengths 1..6, so batches and shards hold different token
+    counts"""
     g = torch.Generator().manual_seed(4)
     x, y = torch.randint(1, 11, (16, 6), generator=g), torch.randint(1, 11, (16, 6), generator=g)
     lengths = torch.tensor([6, 1, 5, 2, 6, 3, 1, 4, 6, 6, 2, 5, 1, 6, 3, 2])
@@ -164,7 +178,8 @@ def token_data():
 
 
 def token_mean(logits, y):
-    "Cross-entropy averaged over the real (not padded) target tokens, and their number as the weight"
+    """Cross-entropy averaged over the real (not padded) target tokens, and their number as the
+    weight"""
     loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=PAD)
     return loss, {}, (y != PAD).sum()
 
@@ -185,7 +200,8 @@ def token_sum_over_count(logits, y):
 
 
 def empty_first_data():
-    "token_data with its first 8 rows all padding: a first micro-batch (or rank 0's shard) of 8 has no token"
+    """token_data with its first 8 rows all padding: a first micro-batch (or rank 0's shard) of 8
+    has no token"""
     x, y = token_data()
     y[:8] = PAD
     return x, y
@@ -202,13 +218,15 @@ def token_net() -> nn.Module:
 
 
 def first_grads(make_loader, *, accum_steps: int = 1, loss=token_mean, hist=None) -> dict:
-    "The gradient `fit` hands AdamW at its first step (no clipping), by parameter name; `hist` gets fit's"
+    """The gradient `fit` hands AdamW at its first step (no clipping), by parameter name; `hist`
+    gets fit's"""
     net, got = token_net(), {}
     def grab(opt, args, kwargs):
         if not got: got.update({n: p.grad.clone() for n, p in net.named_parameters()})
     handle = register_optimizer_step_pre_hook(grab)
     try:
-        h = fit(net, make_loader(), epochs=1, lr=LR, schedule=WarmupCosine(0), device='cpu', progress=False,
+        h = fit(net, make_loader(), epochs=1, lr=LR, schedule=WarmupCosine(0), device='cpu',
+                progress=False,
                 verbose=False, loss=loss, accum_steps=accum_steps, grad_clip=None, max_steps=1)
     finally:
         handle.remove()
@@ -249,7 +267,8 @@ def test_shard_partitions_a_batch():
         for world in range(1, 5):
             x, y = torch.arange(n * 2).view(n, 2), torch.arange(n)
             parts = [shard((x, y), r, world) for r in range(world)]
-            assert torch.equal(torch.cat([p[0] for p in parts]), x)      # in order, nothing lost or repeated
+            # in order, nothing lost or repeated
+            assert torch.equal(torch.cat([p[0] for p in parts]), x)
             assert torch.equal(torch.cat([p[1] for p in parts]), y)
             sizes = [len(p[1]) for p in parts]
             assert max(sizes) - min(sizes) <= 1 and sizes == sorted(sizes, reverse=True)
@@ -262,11 +281,13 @@ def test_plain_fit_is_the_plain_loop():
     torch.manual_seed(100)                                   # as tiny_run does on rank 0
     x, y = data()
     dl = TensorLoader(x, y, batch_size=2 * B, shuffle=True, seed=2)
-    opt = torch.optim.AdamW([{'params': [p for p in ref.parameters() if p.ndim >= 2], 'weight_decay': 0.05},
-                             {'params': [p for p in ref.parameters() if p.ndim < 2], 'weight_decay': 0.0}],
-                            lr=LR)
+    opt = torch.optim.AdamW(
+        [{'params': [p for p in ref.parameters() if p.ndim >= 2], 'weight_decay': 0.05},
+         {'params': [p for p in ref.parameters() if p.ndim < 2], 'weight_decay': 0.0}],
+        lr=LR)
     total = EPOCHS * len(dl)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: warmup_cosine(t, total=total, warmup=WARMUP))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda t: warmup_cosine(t, total=total, warmup=WARMUP))
     losses = []
     for epoch in range(EPOCHS):
         dl.set_epoch(epoch)
@@ -294,9 +315,11 @@ def test_accumulation_equals_bigger_batch(single):
     for (k, a), b in zip(big.state_dict().items(), acc.state_dict().values()):
         torch.testing.assert_close(b, a, atol=1e-5, rtol=0, msg=k)
     torch.testing.assert_close(h_acc['loss'], h_big['loss'], atol=1e-5, rtol=0)
-    # the same samples without the weights n_j / N (a mean of the micro-batch means) is a different update
+    # the same samples without the weights n_j / N (a mean of the micro-batch means) is a different
+    # update
     wrong, _ = tiny_run(batch_size=B, accum_steps=1)
-    assert not all(torch.allclose(a, b, atol=1e-5) for a, b in zip(big.parameters(), wrong.parameters()))
+    assert not all(torch.allclose(a, b, atol=1e-5)
+                   for a, b in zip(big.parameters(), wrong.parameters()))
 
 
 def test_accum_steps_validated():
@@ -323,32 +346,38 @@ def test_compile_skipped_without_compiler(monkeypatch, capsys):
 def test_compile_runs_one_graph_for_every_batch_size(monkeypatch):
     "compile=True marks the batch dimension dynamic: the last batch (5 of 8 rows) reuses the graph"
     from torch._dynamo.utils import counters
-    monkeypatch.setattr(torch, 'compile', partial(torch.compile, backend='eager'))   # dynamo, no C++
-    monkeypatch.setattr('txbook.distributed.compile_problem', lambda device: None)   # so none needed
+    # dynamo, no C++
+    monkeypatch.setattr(torch, 'compile', partial(torch.compile, backend='eager'))
+    # so none needed
+    monkeypatch.setattr('txbook.distributed.compile_problem', lambda device: None)
     graphs = {}
     for marked in (True, False):
         if not marked: monkeypatch.setattr('txbook.train._mark_dynamic', lambda batch: None)
         torch._dynamo.reset()
         counters.clear()
         x, y = data()
-        fit(make_net(), TensorLoader(x, y, batch_size=2 * B), epochs=2, lr=LR, schedule=WarmupCosine(WARMUP),
-            device='cpu',
+        fit(make_net(), TensorLoader(x, y, batch_size=2 * B), epochs=2, lr=LR,
+            schedule=WarmupCosine(WARMUP), device='cpu',
             compile=True, progress=False, verbose=False)
         graphs[marked] = counters['stats']['unique_graphs']
-    assert graphs == {True: 1, False: 2}, graphs      # without the mark the last batch compiles anew
+    # without the mark the last batch compiles anew
+    assert graphs == {True: 1, False: 2}, graphs
 
 
 # ------------------------------------------------------------------------------------- torchrun
 
 @pytest.fixture(scope='module')
 def two_procs(tmp_path_factory):
-    "Run this file under torchrun with 2 CPU processes; returns the output folder and rank 0's stdout"
+    """Run this file under torchrun with 2 CPU processes; returns the output folder and rank 0's
+    stdout"""
     out = tmp_path_factory.mktemp('ddp')
-    tiny_run(batch_size=2 * B, checkpoint=out / 'one.safetensors', max_steps=7)   # world 1, for R5 #5
+    # world 1, for R5 #5
+    tiny_run(batch_size=2 * B, checkpoint=out / 'one.safetensors', max_steps=7)
     cmd = [sys.executable, '-m', 'torch.distributed.run', '--nnodes=1', '--nproc_per_node=2',
            '--master_addr=127.0.0.1', f'--master_port={free_port()}', __file__, str(out)]
-    env = os.environ | {'OMP_NUM_THREADS': '1', 'PYTHONFAULTHANDLER': '1'}   # a crash: every thread's stack
-    if sys.platform == 'linux': env['GLOO_SOCKET_IFNAME'] = 'lo'    # gloo's traffic on the loopback too
+    env = os.environ | {'OMP_NUM_THREADS': '1', 'PYTHONFAULTHANDLER': '1'}   # a crash: all stacks
+    # gloo's traffic on the loopback too
+    if sys.platform == 'linux': env['GLOO_SOCKET_IFNAME'] = 'lo'
     with Stopwatch() as sw:
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=out, env=env)
     assert run.returncode == 0, f"torchrun failed:\n{run.stdout}\n{run.stderr[-6000:]}"
@@ -358,7 +387,8 @@ def two_procs(tmp_path_factory):
 
 @pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_two_processes_equal_one(single, two_procs):
-    "(b) equals (a) within 1e-5; the ranks are identical bit for bit; metrics are those of the whole batch"
+    """(b) equals (a) within 1e-5; the ranks are identical bit for bit; metrics are those of the
+    whole batch"""
     out, stdout = two_procs
     net, hist = single
     w = [load_file(out / f'rank{r}.safetensors') for r in range(2)]
@@ -371,12 +401,14 @@ def test_two_processes_equal_one(single, two_procs):
     for key in ('loss', 'acc', 'train_loss', 'valid_loss', 'valid_acc'):
         torch.testing.assert_close(h[0]['b'][key], hist[key], atol=1e-5, rtol=0, msg=key)
     # only rank 0 prints: one line per epoch, once
-    assert [l.split(':')[0] for l in stdout.splitlines() if l.startswith('epoch')] == ['epoch 1/2', 'epoch 2/2']
+    assert [l.split(':')[0] for l in stdout.splitlines()
+            if l.startswith('epoch')] == ['epoch 1/2', 'epoch 2/2']
 
 
 @pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_resume_under_torchrun(two_procs):
-    "Interrupted after 7 of 12 steps, saved by rank 0, resumed by both ranks: the weights of the full run"
+    """Interrupted after 7 of 12 steps, saved by rank 0, resumed by both ranks: the weights of the
+    full run"""
     out, _ = two_procs
     ck = [k for k in load_file(out / 'ck.safetensors') if k.startswith('rng.')]
     assert 'rng.torch' in ck and 'rng.rank1.torch' in ck      # every rank's random state is saved
@@ -393,7 +425,8 @@ def test_resume_under_torchrun(two_procs):
 
 @pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_custom_loss_under_torchrun(two_procs):
-    "A custom loss with a metric, a plain function of the logits: 2 processes = 1, and a resume is exact"
+    """A custom loss with a metric, a plain function of the logits: 2 processes = 1, and a resume is
+    exact"""
     out, _ = two_procs
     net, hist = tiny_run(batch_size=2 * B, loss=penalised)
     assert 'valid_logit_ms' in hist and 'train_logit_ms' in hist
@@ -412,7 +445,8 @@ def test_custom_loss_under_torchrun(two_procs):
 
 @pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_model_loss_term_under_torchrun(two_procs):
-    "PositionLabelViT's own loss term, returned by its forward through DDP's wrapper: 2 processes = 1 process"
+    """PositionLabelViT's own loss term, returned by its forward through DDP's wrapper: 2 processes
+    = 1 process"""
     out, _ = two_procs
     net, hist = poslabel_run()
     for r in range(2):
@@ -420,8 +454,10 @@ def test_model_loss_term_under_torchrun(two_procs):
         h = json.loads((out / f'rank{r}.json').read_text())
         for k, v in net.state_dict().items():
             a = w[f'pl.{k}']
-            if k.endswith('to_qkv.bias'):   # the key bias: softmax ignores it, its gradient is 0 up to
-                keep = torch.arange(len(v)) // 8 != 1   # rounding, which AdamW's g/√v blows up to lr steps
+            if k.endswith('to_qkv.bias'):
+                # the key bias: softmax ignores it, its gradient is 0 up to
+                # rounding, which AdamW's g/√v blows up to lr steps
+                keep = torch.arange(len(v)) // 8 != 1
                 a, v = a[keep], v[keep]
             torch.testing.assert_close(a, v, atol=1e-5, rtol=0, msg=k)
         for key in ('loss', 'acc', 'position'):
@@ -430,7 +466,8 @@ def test_model_loss_term_under_torchrun(two_procs):
 
 @pytest.mark.slow   # torchrun jobs (module fixtures)
 def test_every_family_under_torchrun(two_procs):
-    "Each model family (tests/families.py) trains under DDP with fit(model, dl) alone (MAE's ViT head set aside)"
+    """Each model family (tests/families.py) trains under DDP with fit(model, dl) alone (MAE's ViT
+    head set aside)"""
     from families import FAMILIES
     out, _ = two_procs
     runs = [json.loads((out / f'rank{r}.json').read_text())['families'] for r in range(2)]
@@ -443,17 +480,21 @@ def test_every_family_under_torchrun(two_procs):
 
 def test_custom_loss_conflicts():
     with pytest.raises(ValueError, match='label_smoothing=0.1'):
-        fit(make_net(), TensorLoader(*data(), batch_size=8), epochs=1, loss=penalised, label_smoothing=0.1)
+        fit(make_net(), TensorLoader(*data(), batch_size=8), epochs=1, loss=penalised,
+            label_smoothing=0.1)
 
 
 @pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_batch_smaller_than_world(two_procs):
-    "Refused before the first step, also when only the last batch of an epoch is too small (45 = 11 x 4 + 1)"
+    """Refused before the first step, also when only the last batch of an epoch is too small (45 =
+    11 x 4 + 1)"""
     out, _ = two_procs
     for r in range(2):
         res = json.loads((out / f'rank{r}.json').read_text())
         assert 'cannot be split over 2 processes' in res['error']
-        assert 'a batch of 1 rows (the last of an epoch) cannot be split over 2' in res['last_error']
+        assert (
+            'a batch of 1 rows (the last of an epoch) cannot be split over 2' in res['last_error']
+        )
         assert res['last_error_moved'] == 0                   # no weight moved: no step taken
 
 
@@ -463,23 +504,27 @@ def test_token_weights_in_one_process():
     x, y = token_data()                                   # the gradient, written out by hand
     ref = token_net()
     F.cross_entropy(ref(x).flatten(0, 1), y.flatten(), ignore_index=PAD).backward()
-    for n, p in ref.named_parameters(): torch.testing.assert_close(whole[n], p.grad, atol=1e-6, rtol=0)
+    for n, p in ref.named_parameters():
+        torch.testing.assert_close(whole[n], p.grad, atol=1e-6, rtol=0)
     accum = first_grads(lambda: TensorLoader(*token_data(), batch_size=8), accum_steps=2)
     for n in whole: torch.testing.assert_close(accum[n], whole[n], atol=1e-6, rtol=0, msg=n)
     rows = first_grads(lambda: TensorLoader(*token_data(), batch_size=8), accum_steps=2,
                        loss=token_mean_unweighted)
     assert max((rows[n] - whole[n]).abs().max().item() for n in whole) > 1e-3   # the weight matters
-    old = first_grads(lambda: TensorLoader(*token_data(), batch_size=16), loss=token_mean_unweighted)
+    old = first_grads(lambda: TensorLoader(*token_data(), batch_size=16),
+                      loss=token_mean_unweighted)
     for n in whole: assert torch.equal(old[n], whole[n])   # one batch: the weight changes nothing
 
 
 def test_empty_first_micro_batch():
     "A first micro-batch with no token adds nothing (no 0/0): 8 x 2 and 4 x 4 equal one batch of 16"
-    whole = first_grads(lambda: TensorLoader(*empty_first_data(), batch_size=16), loss=token_sum_mean)
+    whole = first_grads(lambda: TensorLoader(*empty_first_data(), batch_size=16),
+                        loss=token_sum_mean)
     x, y = empty_first_data()                             # the gradient, by hand: rows 8 to 15 only
     ref = token_net()
     F.cross_entropy(ref(x[8:]).flatten(0, 1), y[8:].flatten(), ignore_index=PAD).backward()
-    for n, p in ref.named_parameters(): torch.testing.assert_close(whole[n], p.grad, atol=1e-6, rtol=0)
+    for n, p in ref.named_parameters():
+        torch.testing.assert_close(whole[n], p.grad, atol=1e-6, rtol=0)
     for batch_size, accum_steps in ((8, 2), (4, 4)):
         hist = {}
         accum = first_grads(lambda: TensorLoader(*empty_first_data(), batch_size=batch_size),
@@ -490,37 +535,47 @@ def test_empty_first_micro_batch():
         with torch.no_grad(): expected = token_sum_mean(token_net()(x), y)[0].item()
         assert abs(hist['loss'][0] - expected) < 1e-6, (hist['loss'], expected)
     with pytest.raises(ValueError, match='weights add up to 0'):     # a step without any unit
-        first_grads(lambda: TensorLoader(x[:8], y[:8], batch_size=4), accum_steps=2, loss=token_sum_mean)
+        first_grads(lambda: TensorLoader(x[:8], y[:8], batch_size=4), accum_steps=2,
+                    loss=token_sum_mean)
 
 
 def sum_over_count_int(logits, y):
-    "token_sum_over_count with its weight as a Python int (the loss reads it; fit's check must not need a tensor)"
+    """token_sum_over_count with its weight as a Python int (the loss reads it; fit's check must not
+    need a tensor)"""
     loss, _, n = token_sum_over_count(logits, y)
     return loss, {}, int(n)
 
 
-@pytest.mark.parametrize('loss', [token_sum_over_count, sum_over_count_int], ids=['tensor-weight', 'int-weight'])
+@pytest.mark.parametrize('loss', [token_sum_over_count, sum_over_count_int],
+                         ids=['tensor-weight', 'int-weight'])
 def test_empty_first_micro_batch_sum_over_count(loss):
-    "R5 #1 in one process: a first micro-batch without tokens and a loss s / n stops the step; no weight is NaN"
+    """R5 #1 in one process: a first micro-batch without tokens and a loss s / n stops the step; no
+    weight is NaN"""
     net = token_net()
-    with pytest.raises(ValueError, match=r'divide by count.clamp\(min=1\) instead. No step was taken'):
-        fit(net, TensorLoader(*empty_first_data(), batch_size=8), epochs=1, lr=LR, schedule=WarmupCosine(0),
+    with pytest.raises(ValueError, match=r'divide by count.clamp\(min=1\) instead. No step was '
+                                         r'taken'):
+        fit(net, TensorLoader(*empty_first_data(), batch_size=8), epochs=1, lr=LR,
+            schedule=WarmupCosine(0),
             device='cpu', progress=False, verbose=False, loss=loss, accum_steps=2)
     assert all(torch.isfinite(p).all() for p in net.parameters())
-    assert all(torch.equal(a, b) for a, b in zip(net.parameters(), token_net().parameters()))   # no step
+    # no step
+    assert all(torch.equal(a, b) for a, b in zip(net.parameters(), token_net().parameters()))
 
 
 @pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_token_weights_under_torchrun(two_procs):
-    "2 ranks x 8 (shards of a global batch, or a DistributedSampler) and 2 ranks x 4 x 2 = one batch of 16"
+    """2 ranks x 8 (shards of a global batch, or a DistributedSampler) and 2 ranks x 4 x 2 = one
+    batch of 16"""
     out, _ = two_procs
     whole = first_grads(lambda: TensorLoader(*token_data(), batch_size=16))
-    whole_empty = first_grads(lambda: TensorLoader(*empty_first_data(), batch_size=16), loss=token_sum_mean)
+    whole_empty = first_grads(lambda: TensorLoader(*empty_first_data(), batch_size=16),
+                              loss=token_sum_mean)
     for r in range(2):
         w = load_file(out / f'rank{r}.safetensors')
         for name in token_loaders():
             for n, g in (whole_empty if name.startswith('empty') else whole).items():
-                torch.testing.assert_close(w[f'grad.{name}.{n}'], g, atol=1e-6, rtol=0, msg=f'{r} {name} {n}')
+                torch.testing.assert_close(w[f'grad.{name}.{n}'], g, atol=1e-6, rtol=0,
+                                           msg=f'{r} {name} {n}')
 
 
 @pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
@@ -530,10 +585,13 @@ def test_every_sample_once_per_epoch(two_procs):
     h = [json.loads((out / f'rank{r}.json').read_text()) for r in range(2)]
     for mode, n in (('split', N_SEEN + 1), ('sampler', N_SEEN)):
         for epoch in range(2):
-            ids = sorted(i for r in range(2) for e, idx in h[r]['seen'][mode] if e == epoch for i in idx)
+            ids = sorted(i for r in range(2) for e, idx in h[r]['seen'][mode] if e == epoch
+                         for i in idx)
             assert ids == list(range(n)), (mode, epoch, ids)
-        for r in range(2):                # set_epoch(1) was called: without it epoch 2 repeats epoch 1
-            order = [[i for e, idx in h[r]['seen'][mode] if e == epoch for i in idx] for epoch in range(2)]
+        for r in range(2):
+            # set_epoch(1) was called: without it epoch 2 repeats epoch 1
+            order = [[i for e, idx in h[r]['seen'][mode] if e == epoch for i in idx]
+                     for epoch in range(2)]
             assert order[0] != order[1], (mode, r)
     for r in range(2):
         err = h[r]['errors']
@@ -542,16 +600,18 @@ def test_every_sample_once_per_epoch(two_procs):
 
 
 def test_sampler_cut_again_refused():
-    "A DistributedSampler already gives each rank its samples: declaring its batches global is refused"
+    """A DistributedSampler already gives each rank its samples: declaring its batches global is
+    refused"""
     sampler = DistributedSampler(TensorDataset(*seen_data(8)), num_replicas=2, rank=0)
     dl = DataLoader(sampler.dataset, batch_size=2, sampler=sampler)
     with pytest.raises(ValueError, match='draws from a DistributedSampler'):
-        fit(make_net(), TorchLoader(dl, per_rank=False), epochs=1, device='cpu', progress=False, verbose=False,
-            loss=recording(lambda: 0, []))
+        fit(make_net(), TorchLoader(dl, per_rank=False), epochs=1, device='cpu', progress=False,
+            verbose=False, loss=recording(lambda: 0, []))
 
 
 def test_batch_sampler_told_the_epoch():
-    "R5 #4: a batch sampler with set_epoch (length bucketing, say) is told every epoch, and the order changes"
+    """R5 #4: a batch sampler with set_epoch (length bucketing, say) is told every epoch, and the
+    order changes"""
     class Bucketed(torch.utils.data.BatchSampler):
         def __init__(self, n):
             super().__init__(torch.utils.data.SequentialSampler(range(n)), 8, False)
@@ -583,7 +643,8 @@ def test_evaluate_drops_sampler_padding(two_procs):
     whole = evaluate(make_net(), TensorLoader(x, y, batch_size=5), device='cpu')
     padded = []                                          # what counting the repeated row gives
     for r in range(2):
-        sampler = DistributedSampler(TensorDataset(x, y), num_replicas=2, rank=r, shuffle=True, seed=5)
+        sampler = DistributedSampler(TensorDataset(x, y), num_replicas=2, rank=r, shuffle=True,
+                                     seed=5)
         padded += list(sampler)
     assert len(padded) == 14 and len(set(padded)) == 13
     counted = evaluate(make_net(), TensorLoader(x[padded], y[padded], batch_size=5), device='cpu')
@@ -595,7 +656,8 @@ def test_evaluate_drops_sampler_padding(two_procs):
 
 @pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_empty_shard_sum_over_count_refused(two_procs):
-    "R5 #1: rank 0's shard has no token and its loss is s / n: both ranks stop before the step, no weight is NaN"
+    """R5 #1: rank 0's shard has no token and its loss is s / n: both ranks stop before the step, no
+    weight is NaN"""
     out, _ = two_procs
     for r in range(2):
         res = json.loads((out / f'rank{r}.json').read_text())['empty_nan']
@@ -605,7 +667,8 @@ def test_empty_shard_sum_over_count_refused(two_procs):
 
 @pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_per_rank_augmentation_accepted(two_procs):
-    "R5 #2: global batches that each rank augments with its own generator pass the check, each sample once"
+    """R5 #2: global batches that each rank augments with its own generator pass the check, each
+    sample once"""
     out, _ = two_procs
     h = [json.loads((out / f'rank{r}.json').read_text()) for r in range(2)]
     for epoch in range(2):
@@ -615,18 +678,21 @@ def test_per_rank_augmentation_accepted(two_procs):
 
 @pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_resume_under_another_world_size(two_procs):
-    "R5 #5: a one-process checkpoint is refused by two; resumed anyway, rank 1 is told its generators are not in it"
+    """R5 #5: a one-process checkpoint is refused by two; resumed anyway, rank 1 is told its
+    generators are not in it"""
     out, _ = two_procs
     for r in range(2):
         res = json.loads((out / f'rank{r}.json').read_text())['world']
         assert 'world: 1 in the checkpoint, 2 now' in res['refused'], res
         assert res['steps'] == EPOCHS * 6
-        assert any('holds no random state for rank 1' in w for w in res['warnings']) == (r == 1), res
+        assert any('holds no random state for rank 1' in w
+                   for w in res['warnings']) == (r == 1), res
 
 
 @pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_ranks_resumed_at_different_steps(two_procs):
-    "R5 #7: rank 0 finds a finished run, rank 1 no file: the ranks would take different steps; refused on both"
+    """R5 #7: rank 0 finds a finished run, rank 1 no file: the ranks would take different steps;
+    refused on both"""
     out, _ = two_procs
     for r in range(2):
         err = json.loads((out / f'rank{r}.json').read_text())['steps_differ']
@@ -652,7 +718,8 @@ _all_reduce(torch.ones(1))   # rank 0 waits here for a rank that is gone
 
 @pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_a_failed_rank_does_not_wait_at_exit(tmp_path):
-    "Rank 1 raises while rank 0 waits in a collective: rank 1 skips the exit barrier, torchrun stops rank 0"
+    """Rank 1 raises while rank 0 waits in a collective: rank 1 skips the exit barrier, and torchrun
+    stops rank 0"""
     script = tmp_path / 'fail.py'
     script.write_text(FAILING_RANK.replace("sys.argv[1]", "__import__('os').environ['RANK']"))
     cmd = [sys.executable, '-m', 'torch.distributed.run', '--nnodes=1', '--nproc_per_node=2',
@@ -664,15 +731,16 @@ def test_a_failed_rank_does_not_wait_at_exit(tmp_path):
 
 
 def families_run() -> dict:
-    "Every model family (tests/families.py), one epoch of 2 steps with fit's defaults: its steps, or its error"
+    """Every model family (tests/families.py), one epoch of 2 steps with fit's defaults: its steps,
+    or its error"""
     from families import FAMILIES
     out = {}
     for name, (make, data) in FAMILIES.items():
         seed_everything(0)
         model = make()
         try:
-            h = fit(model, TensorLoader(*data(16), batch_size=8), epochs=1, lr=1e-3, schedule=WarmupCosine(0),
-                    device='cpu', progress=False, verbose=False)
+            h = fit(model, TensorLoader(*data(16), batch_size=8), epochs=1, lr=1e-3,
+                    schedule=WarmupCosine(0), device='cpu', progress=False, verbose=False)
             out[name] = {'steps': len(h['loss']), 'loss': h['loss'],
                          'sum': sum(p.double().sum().item() for p in model.parameters())}
         except Exception as e:                  # recorded, so that the other families still run
@@ -681,7 +749,8 @@ def families_run() -> dict:
 
 
 def _worker(out: Path):
-    "What each torchrun process runs: (b), the interrupted and resumed dropout runs, a too-small batch"
+    """What each torchrun process runs: (b), the interrupted and resumed dropout runs, a too-small
+    batch"""
     rank = int(os.environ['RANK'])
     def at_exit():                     # registered first, so it runs after fit's own exit handler
         exit_state = {'initialized_at_exit': torch.distributed.is_initialized()}
@@ -691,15 +760,19 @@ def _worker(out: Path):
     net, res['b'] = tiny_run(batch_size=2 * B, verbose=True)
     tensors |= {f'b.{k}': v for k, v in net.state_dict().items()}
     full, res['full'] = tiny_run(batch_size=2 * B, dropout=0.3)
-    _, part = tiny_run(batch_size=2 * B, dropout=0.3, checkpoint=out / 'ck.safetensors', max_steps=7)
+    _, part = tiny_run(batch_size=2 * B, dropout=0.3, checkpoint=out / 'ck.safetensors',
+                       max_steps=7)
     res['part_steps'] = len(part['loss'])
-    resumed, res['resumed'] = tiny_run(batch_size=2 * B, dropout=0.3, checkpoint=out / 'ck.safetensors')
+    resumed, res['resumed'] = tiny_run(batch_size=2 * B, dropout=0.3,
+                                       checkpoint=out / 'ck.safetensors')
     tensors |= {f'full.{k}': v for k, v in full.state_dict().items()}
     tensors |= {f'resumed.{k}': v for k, v in resumed.state_dict().items()}
     obj, res['obj'] = tiny_run(batch_size=2 * B, loss=penalised)
-    _, part = tiny_run(batch_size=2 * B, loss=penalised, checkpoint=out / 'obj.safetensors', max_steps=5)
+    _, part = tiny_run(batch_size=2 * B, loss=penalised, checkpoint=out / 'obj.safetensors',
+                       max_steps=5)
     res['obj_part_steps'] = len(part['loss'])
-    obj_res, res['obj_resumed'] = tiny_run(batch_size=2 * B, loss=penalised, checkpoint=out / 'obj.safetensors')
+    obj_res, res['obj_resumed'] = tiny_run(batch_size=2 * B, loss=penalised,
+                                           checkpoint=out / 'obj.safetensors')
     tensors |= {f'obj.{k}': v for k, v in obj.state_dict().items()}
     tensors |= {f'obj_resumed.{k}': v for k, v in obj_res.state_dict().items()}
     pl, res['pl'] = poslabel_run()
@@ -709,18 +782,22 @@ def _worker(out: Path):
     except ValueError as e: res['error'] = str(e)
     net = make_net()
     w0 = [p.detach().clone() for p in net.parameters()]
-    try: fit(net, TensorLoader(*data(), batch_size=4), epochs=1, device='cpu', progress=False, verbose=False)
+    try:
+        fit(net, TensorLoader(*data(), batch_size=4), epochs=1, device='cpu', progress=False,
+            verbose=False)
     except ValueError as e: res['last_error'] = str(e)
     res['last_error_moved'] = sum(not torch.equal(a, b) for a, b in zip(w0, net.parameters()))
     res['seen'] = {mode: seen_run(mode) for mode in ('split', 'sampler')}
     for name, (make, accum_steps, loss) in token_loaders().items():
         grads = first_grads(make, accum_steps=accum_steps, loss=loss)
         tensors |= {f'grad.{name}.{n}': g for n, g in grads.items()}
-    net = token_net()                                          # R5 #1: an empty shard, its loss s / n
+    # R5 #1: an empty shard, its loss s / n
+    net = token_net()
     w0 = [p.detach().clone() for p in net.parameters()]
     res['empty_nan'], res['world'], res['steps_differ'] = {'error': ''}, {'refused': ''}, ''
-    try: fit(net, TensorLoader(*empty_first_data(), batch_size=16), epochs=1, device='cpu', progress=False,
-             verbose=False, loss=token_sum_over_count, max_steps=1)
+    try:
+        fit(net, TensorLoader(*empty_first_data(), batch_size=16), epochs=1, device='cpu',
+            progress=False, verbose=False, loss=token_sum_over_count, max_steps=1)
     except ValueError as e: res['empty_nan'] = {'error': str(e)}
     res['empty_nan'] |= {'finite': all(bool(torch.isfinite(p).all()) for p in net.parameters()),
                          'moved': sum(not torch.equal(a, b) for a, b in zip(w0, net.parameters()))}
@@ -729,18 +806,22 @@ def _worker(out: Path):
         warnings.simplefilter('always')
         try: tiny_run(batch_size=2 * B, checkpoint=out / 'one.safetensors')
         except ValueError as e: res['world'] = {'refused': str(e)}
-        _, h = tiny_run(batch_size=2 * B, checkpoint=Checkpoint(out / 'one.safetensors', resume=True))
+        _, h = tiny_run(batch_size=2 * B,
+                        checkpoint=Checkpoint(out / 'one.safetensors', resume=True))
     res['world'] |= {'steps': len(h['loss']), 'warnings': [str(w.message) for w in caught]}
-    mine = out / ('ck.safetensors' if rank == 0 else 'absent.safetensors')   # R5 #7: a node-local disk
+    # R5 #7: a node-local disk
+    mine = out / ('ck.safetensors' if rank == 0 else 'absent.safetensors')
     try: tiny_run(batch_size=2 * B, dropout=0.3, checkpoint=mine)
     except ValueError as e: res['steps_differ'] = str(e)
     ds = TensorDataset(*eval_data())
     sampler = DistributedSampler(ds, shuffle=True, seed=5)
-    res['eval_sampler'] = evaluate(make_net(), DataLoader(ds, batch_size=4, sampler=sampler), device='cpu')
+    res['eval_sampler'] = evaluate(make_net(), DataLoader(ds, batch_size=4, sampler=sampler),
+                                   device='cpu')
     res['errors'] = {}
     x, yi = seen_data(N_SEEN)
-    for name, dl in (('seed_per_rank', TensorLoader(x, yi, batch_size=8, shuffle=True, seed=2 + rank)),
-                     ('same_loader_unsplit', TensorLoader(x, yi, batch_size=8, per_rank=True))):
+    for name, dl in (
+        ('seed_per_rank', TensorLoader(x, yi, batch_size=8, shuffle=True, seed=2 + rank)),
+        ('same_loader_unsplit', TensorLoader(x, yi, batch_size=8, per_rank=True))):
         try: fit(make_net(), dl, epochs=1, device='cpu', progress=False, verbose=False,
                  loss=recording(lambda: 0, []))
         except ValueError as e: res['errors'][name] = str(e)

@@ -1,8 +1,9 @@
-"""PyTorch's own test inputs for `F.scaled_dot_product_attention` through `txbook.efficient.blockwise_attention`.
+"""PyTorch's own test inputs for `F.scaled_dot_product_attention` through
+`txbook.efficient.blockwise_attention`.
 
-The same OpInfo samples as `tests/test_opinfo.py` (without dropout): every one must give PyTorch's numbers in
-float32 and float64 for several block sizes, including sizes that do not divide the number of keys, and the
-gradients of a float64 sample must match those of PyTorch's kernel.
+The same OpInfo samples as `tests/test_opinfo.py` (without dropout): every one must give PyTorch's
+numbers in float32 and float64 for several block sizes, including sizes that do not divide the
+number of keys, and the gradients of a float64 sample must match those of PyTorch's kernel.
 """
 import pytest
 import torch
@@ -34,7 +35,8 @@ def test_blockwise_gradients_match_pytorch():
         for a, b in zip(ours, ref): torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-8)
 
 
-# FlashAttention-2 in PyTorch (`flash_attention`): the same samples, forward and its hand-written backward pass.
+# FlashAttention-2 in PyTorch (`flash_attention`): the same samples, forward and its hand-written
+# backward pass.
 from txbook.efficient import flash_attention  # noqa: E402
 
 
@@ -58,19 +60,22 @@ def test_flash_gradients_match_pytorch(blocks):
         out = pytorch_sdpa(*xs, kw)
         dout = torch.randn_like(out)
         ref = torch.autograd.grad(out, xs, dout)
-        ours = torch.autograd.grad(flash_attention(*xs, block_q=block_q, block_k=block_k, **kw), xs, dout)
+        ours = torch.autograd.grad(flash_attention(*xs, block_q=block_q, block_k=block_k, **kw),
+                                   xs, dout)
         for a, b in zip(ours, ref): torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-8)
 
 
 def test_flash_training_memory_is_linear():
-    "The recomputing backward pass holds no N×N matrix: peak / N stays flat while explicit peak / N² does"
+    """The recomputing backward pass holds no N×N matrix: peak / N stays flat while explicit peak /
+    N² does"""
     from txbook.perf import peak_memory
     g = torch.Generator().manual_seed(0)
     peaks = {}
     for N in (512, 1024, 2048):
         q, k, v = (torch.randn(1, 1, N, 32, generator=g).requires_grad_() for _ in range(3))
         dout = torch.randn(1, 1, N, 32, generator=g)
-        step = lambda: torch.autograd.grad(flash_attention(q, k, v, block_q=64, block_k=64), (q, k, v), dout)
+        step = lambda: torch.autograd.grad(flash_attention(q, k, v, block_q=64, block_k=64),
+                                           (q, k, v), dout)
         peaks[N] = peak_memory(step)[1]
     assert peaks[2048] < 0.25 * 4 * 2048 ** 2              # a quarter of one N×N float32 matrix
     assert peaks[2048] / peaks[512] < 4.5                  # ~linear (quadratic would be 16)

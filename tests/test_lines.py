@@ -1,9 +1,11 @@
-"""Code lines in the notebooks are at most 100 characters, so the site never scrolls code sideways.
+"""Code in the markdown cells of the notebooks is at most 100 characters a line, so the site
+never scrolls code sideways: what ruff cannot see. ruff (tests/test_lint.py) reads the code cells
+and holds their lines to 100; it never reads a markdown cell.
 
-Counted: every line of every code cell, and every line inside a fenced code block (```python, ```,
-```{code-cell}) of a markdown cell; the prose inside MyST directives such as ```{exercise} is not code. A failure
-lists each long line as `nbs/<notebook>:cell <n>:line <m>` (n counts all cells from 1,
-as `nbdev` and Jupyter order them; m counts the cell's lines from 1) with its length.
+Counted here: every line inside a fenced code block (```python, ```, ```{code-cell}) of a markdown
+cell; the prose inside MyST directives such as ```{exercise} is not code. A failure lists each long
+line as `nbs/<notebook>:cell <n>:line <m>` (n counts all cells from 1, as `nbdev` and Jupyter order
+them; m counts the cell's lines from 1) with its length.
 """
 import json, re
 
@@ -17,21 +19,21 @@ CODE_DIRECTIVES = {"code-cell", "code-block", "code", "sourcecode"}
 
 
 def code_lines(cell: dict):
-    "(line number, text) of the code a reader sees in `cell`: a code cell's lines, a markdown cell's code fences"
+    "(line number, text) of the code a reader sees in a markdown cell's code fences"
     src = cell["source"]
     lines = (src if isinstance(src, str) else "".join(src)).splitlines()
-    if cell["cell_type"] == "code":
-        yield from enumerate(lines, 1)
+    if cell["cell_type"] != "markdown":   # code cells: ruff's E501 (tests/test_lint.py)
         return
-    if cell["cell_type"] != "markdown":
-        return
-    stack = []  # open fences: (backticks or tildes, holds code?); MyST directives ({exercise}, ...) hold prose
+    # open fences: (backticks or tildes, holds code?); MyST directives ({exercise}, ...) hold prose
+    stack = []
     for i, line in enumerate(lines, 1):
         m = re.match(r"\s*(`{3,}|~{3,})\s*(.*)$", line)
-        if m and stack and m.group(1)[0] == stack[-1][0][0] and len(m.group(1)) >= len(stack[-1][0]) \
+        if m and stack and m.group(1)[0] == stack[-1][0][0] \
+                and len(m.group(1)) >= len(stack[-1][0]) \
                 and not m.group(2):
             stack.pop()  # closes the innermost fence
-        elif m and not (stack and stack[-1][1]):  # a fence opens (nothing opens inside a code fence)
+        elif m and not (stack and stack[-1][1]):
+            # a fence opens (nothing opens inside a code fence)
             info = m.group(2)
             directive = re.match(r"\{([\w-]+)\}", info)
             stack.append((m.group(1), directive is None or directive.group(1) in CODE_DIRECTIVES))
@@ -48,19 +50,22 @@ def long_lines(path, limit: int = MAX) -> list[str]:
 
 
 def test_code_lines_counted(tmp_path):
-    "The counter itself: code cells and markdown fences count, prose and short lines do not"
+    "The counter itself: markdown fences count; code cells (ruff's), prose and short lines do not"
     nb = {"cells": [{"cell_type": "code", "source": ["x = 1\n", "y = '" + "a" * 100 + "'\n"]},
-                    {"cell_type": "markdown", "source": "b" * 150 + "\n```python\n" + "c" * 101 + "\n```\n"},
+                    {"cell_type": "markdown",
+                     "source": "b" * 150 + "\n```python\n" + "c" * 101 + "\n```\n"},
                     {"cell_type": "code", "source": "z" * 100},
-                    {"cell_type": "markdown", "source": "````{solution} ex\n" + "p" * 120 + "\n```\n"
-                                                        + "q" * 120 + "\n```\n" + "r" * 120 + "\n````\n"}]}
+                    {"cell_type": "markdown",
+                     "source": "````{solution} ex\n" + "p" * 120 + "\n```\n" + "q" * 120
+                               + "\n```\n" + "r" * 120 + "\n````\n"}]}
     p = tmp_path / "x.ipynb"
     p.write_text(json.dumps(nb))
-    assert [l.split(": ")[0] for l in long_lines(p)] == ["x.ipynb:cell 1:line 2", "x.ipynb:cell 2:line 3",
+    assert [l.split(": ")[0] for l in long_lines(p)] == ["x.ipynb:cell 2:line 3",
                                                           "x.ipynb:cell 4:line 4"]
 
 
 @pytest.mark.parametrize("path", NBS, ids=lambda p: p.name)
 def test_code_lines_at_most_100(path):
     bad = long_lines(path)
-    assert not bad, f"{len(bad)} code lines longer than {MAX} characters:\n" + "\n".join(bad)
+    assert not bad, (f"{len(bad)} code lines of markdown cells longer than {MAX} characters:\n"
+                     + "\n".join(bad))

@@ -1,9 +1,11 @@
-"""Weight loaders refuse or match: `GPT.from_hf` and `ViT.from_hf` against random Hugging Face models.
+"""Weight loaders refuse or match: `GPT.from_hf` and `ViT.from_hf` against random Hugging Face
+models.
 
-For every option the loaders support, our model must give Hugging Face's logits (float32 to 1e-4; float64 to
-1e-12), hold bit-identical weights (`torch.equal`) in the source dtype (float32, float64, bfloat16), and an option
-they cannot express must raise `ValueError` naming it. The configurations include those of Hugging Face's own
-model testers (`GPT2ModelTester`, `ViTModelTester` in transformers' test suite). Nothing is downloaded.
+For every option the loaders support, our model must give Hugging Face's logits (float32 to 1e-4;
+float64 to 1e-12), hold bit-identical weights (`torch.equal`) in the source dtype (float32, float64,
+bfloat16), and an option they cannot express must raise `ValueError` naming it. The configurations
+include those of Hugging Face's own model testers (`GPT2ModelTester`, `ViTModelTester` in
+transformers' test suite). Nothing is downloaded.
 """
 import pytest
 import torch
@@ -17,11 +19,12 @@ from txbook.vit import ViT
 
 hf_logging.set_verbosity_error()
 
-# --------------------------------------------------------------------------------------------- GPT-2
+# -------------------------------------------------------------------------------------------- GPT-2
 
 GPT2_BASE = dict(vocab_size=61, n_positions=24, n_embd=32, n_layer=3, n_head=4, bos_token_id=0,
                  eos_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-# transformers' GPT2ModelTester: vocab 99, width 32, 2 layers, 4 heads, MLP 37, exact GELU, dropout 0.1
+# transformers' GPT2ModelTester: vocab 99, width 32, 2 layers, 4 heads, MLP 37, exact GELU, dropout
+# 0.1
 GPT2_TESTER = dict(vocab_size=99, n_positions=512, n_embd=32, n_layer=2, n_head=4, n_inner=37,
                    activation_function='gelu', resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1,
                    initializer_range=0.02, bos_token_id=98, eos_token_id=98, pad_token_id=98)
@@ -99,14 +102,16 @@ def test_gpt2_per_layer_scale():
 def test_gpt2_hf_tester_config_and_generate():
     hf = random_gpt2(**GPT2_TESTER, scale_attn_by_inverse_layer_idx=True)
     ours = GPT.from_hf(hf).eval()
-    ids = torch.randint(0, 99, (14, 7), generator=torch.Generator().manual_seed(2))   # tester's B, N
+    # tester's B, N
+    ids = torch.randint(0, 99, (14, 7), generator=torch.Generator().manual_seed(2))
     with torch.no_grad(): diff = (ours(ids) - hf(ids).logits).abs().max().item()
     assert diff < 1e-4, diff
     out = hf.generate(ids[:2, :4], max_new_tokens=12, do_sample=False, pad_token_id=98)
     assert torch.equal(ours.generate(ids[:2, :4], 12, temperature=0), out)
 
 
-@pytest.mark.parametrize('extra', [{}, dict(tie_word_embeddings=False, scale_attn_by_inverse_layer_idx=True,
+@pytest.mark.parametrize('extra',
+                         [{}, dict(tie_word_embeddings=False, scale_attn_by_inverse_layer_idx=True,
                                             n_inner=40, activation_function='gelu')])
 def test_gpt2_float64_bit_exact(extra):
     hf = random_gpt2(dtype=torch.float64, **GPT2_BASE, **extra)
@@ -165,14 +170,16 @@ def test_gpt2_unknown_tensor_refused():
         gpt2_state_dict(sd, gpt2_config(hf.config))
 
 
-# ----------------------------------------------------------------------------------------------- ViT
+# ---------------------------------------------------------------------------------------------- ViT
 
-VIT_BASE = dict(image_size=(24, 32), patch_size=8, num_channels=3, hidden_size=32, num_hidden_layers=2,
-                num_attention_heads=4, intermediate_size=48, num_labels=5)
+VIT_BASE = dict(image_size=(24, 32), patch_size=8, num_channels=3, hidden_size=32,
+                num_hidden_layers=2, num_attention_heads=4, intermediate_size=48, num_labels=5)
 # transformers' ViTModelTester: image 30, patch 2, width 32, 2 layers, 4 heads, MLP 37, 10 labels
 VIT_TESTER = dict(image_size=30, patch_size=2, num_channels=3, hidden_size=32, num_hidden_layers=2,
-                  num_attention_heads=4, intermediate_size=37, hidden_act='gelu', hidden_dropout_prob=0.1,
-                  attention_probs_dropout_prob=0.1, initializer_range=0.02, encoder_stride=2, num_labels=10)
+                  num_attention_heads=4, intermediate_size=37, hidden_act='gelu',
+                  hidden_dropout_prob=0.1,
+                  attention_probs_dropout_prob=0.1, initializer_range=0.02, encoder_stride=2,
+                  num_labels=10)
 
 VIT_SUPPORTED = {
     'defaults': {},
@@ -184,7 +191,8 @@ VIT_SUPPORTED = {
     'relu': dict(hidden_act='relu'),
     'layer_norm_eps': dict(layer_norm_eps=1e-3),
     'one channel': dict(num_channels=1),
-    'encoder_stride / pooler options': dict(encoder_stride=4, pooler_output_size=7, pooler_act='relu'),
+    'encoder_stride / pooler options': dict(encoder_stride=4, pooler_output_size=7,
+                                            pooler_act='relu'),
     'eager attention': dict(attn_implementation='eager'),
     'dropout (eval mode)': dict(hidden_dropout_prob=0.3, attention_probs_dropout_prob=0.2),
 }
@@ -205,13 +213,16 @@ def random_vit(seed=0, dtype=torch.float32, **cfg):
 def pixels(hf, batch=2, dtype=torch.float32, seed=1):
     c = hf.config
     H, W = (c.image_size, c.image_size) if isinstance(c.image_size, int) else c.image_size
-    return torch.randn(batch, c.num_channels, H, W, generator=torch.Generator().manual_seed(seed)).to(dtype)
+    return torch.randn(batch, c.num_channels, H, W,
+                       generator=torch.Generator().manual_seed(seed)).to(dtype)
 
 
 def hf_vit_layers(hf):
-    "Each layer's (query, key, value, first MLP) Linear modules, under transformers >= 5.9's names or older ones"
+    """Each layer's (query, key, value, first MLP) Linear modules, under transformers >= 5.9's names
+    or older ones"""
     if hasattr(hf.vit, 'layers'):                                     # transformers >= 5.9
-        return [(l.attention.q_proj, l.attention.k_proj, l.attention.v_proj, l.mlp.fc1) for l in hf.vit.layers]
+        return [(l.attention.q_proj, l.attention.k_proj, l.attention.v_proj, l.mlp.fc1)
+                for l in hf.vit.layers]
     return [(l.attention.attention.query, l.attention.attention.key, l.attention.attention.value,
              l.intermediate.dense) for l in hf.vit.encoder.layer]      # 4.x up to 5.8
 
@@ -220,7 +231,8 @@ def assert_same_vit_weights(ours, hf):
     emb = hf.vit.embeddings
     assert torch.equal(ours.pos_emb.weight, emb.position_embeddings[0])
     assert torch.equal(ours.cls_token, emb.cls_token)
-    assert torch.equal(ours.patch_embed.proj.weight, emb.patch_embeddings.projection.weight.flatten(1))
+    assert torch.equal(ours.patch_embed.proj.weight,
+                       emb.patch_embeddings.projection.weight.flatten(1))
     assert torch.equal(ours.head.weight, hf.classifier.weight)
     layers = hf_vit_layers(hf)
     assert len(layers) == len(ours.encoder.blocks)
@@ -296,4 +308,5 @@ def test_vit_other_refusals():
     hf = random_vit(**VIT_BASE)
     hf.config.head_dim = 4                                      # 4 heads x 4 != hidden_size 32
     with pytest.raises(ValueError, match='head_dim=4'): ViT.from_hf(hf)
-    with pytest.raises(ValueError, match='num_labels=0'): ViT.from_hf(random_vit(**{**VIT_BASE, 'num_labels': 0}))
+    with pytest.raises(ValueError, match='num_labels=0'):
+        ViT.from_hf(random_vit(**{**VIT_BASE, 'num_labels': 0}))

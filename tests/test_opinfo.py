@@ -1,11 +1,14 @@
-"""PyTorch's own test inputs for `F.scaled_dot_product_attention` through `txbook.attention.attention`.
+"""PyTorch's own test inputs for `F.scaled_dot_product_attention` through
+`txbook.attention.attention`.
 
-The samples come from PyTorch's OpInfo database (`torch.testing._internal.common_methods_invocations.op_db`,
-entry `nn.functional.scaled_dot_product_attention`): shapes with and without a head dimension, queries and keys
-of different lengths and ranks, `is_causal`, and float (additive) `attn_mask`s. Every sample except those with
-dropout (random by definition) must give PyTorch's numbers on both of our paths, in float32 and float64. In
-bfloat16 and float16 the teaching path must be at least half as accurate as PyTorch's kernel, measured
-against float64. Needs the `expecttest` package (imported by PyTorch's test utilities).
+The samples come from PyTorch's OpInfo database
+(`torch.testing._internal.common_methods_invocations.op_db`, entry
+`nn.functional.scaled_dot_product_attention`): shapes with and without a head dimension, queries and
+keys of different lengths and ranks, `is_causal`, and float (additive) `attn_mask`s. Every sample
+except those with dropout (random by definition) must give PyTorch's numbers on both of our paths,
+in float32 and float64. In bfloat16 and float16 the teaching path must be at least half as accurate
+as PyTorch's kernel, measured against float64. Needs the `expecttest` package (imported by PyTorch's
+test utilities).
 """
 import pytest
 import torch
@@ -39,13 +42,15 @@ def test_half_precision_teaching_path_within_twice_pytorch_error(dtype):
     worst = 0.0
     for q, k, v, kw in samples(dtype):
         q64, k64, v64 = q.double(), k.double(), v.double()
-        kw64 = {n: (t.double() if torch.is_tensor(t) and t.is_floating_point() else t) for n, t in kw.items()}
+        kw64 = {n: (t.double() if torch.is_tensor(t) and t.is_floating_point() else t)
+                for n, t in kw.items()}
         exact = pytorch_sdpa(q64, k64, v64, kw64)
         err_torch = (pytorch_sdpa(q, k, v, kw).double() - exact).abs().max().item()
         ours = attention(q, k, v, fused=False, **kw)
         assert ours.dtype == dtype
         err_ours = (ours.double() - exact).abs().max().item()
-        ulp = torch.finfo(dtype).eps * exact.abs().max().item()        # when PyTorch happens to be exact
+        # when PyTorch happens to be exact
+        ulp = torch.finfo(dtype).eps * exact.abs().max().item()
         assert err_ours <= 2 * err_torch + ulp, (tuple(q.shape), kw.keys(), err_ours, err_torch)
         worst = max(worst, err_ours / max(err_torch, ulp))
     print(f"{dtype}: worst ratio of our error to PyTorch's {worst:.2f}")

@@ -1,31 +1,35 @@
-"""Ready to publish: `python -m build` makes a wheel and an sdist that pass `twine check --strict`, carry the
-LICENSE, hold no tests they cannot run, declare the dependency floors that tests/test_versions.py checks, and
-install into a clean venv without any web-server package; the versions a release must agree on (tag,
-`txbook.__version__`, every chapter's Colab pin) agree.
+"""Ready to publish: `python -m build` makes a wheel and an sdist that pass `twine check --strict`,
+carry the LICENSE, hold no tests they cannot run, declare the dependency floors that
+tests/test_versions.py checks, and install into a clean venv without any web-server package; the
+versions a release must agree on (tag, `txbook.__version__`, every chapter's Colab pin) agree.
 """
 import email, re, subprocess, sys, tarfile, zipfile
 from pathlib import Path
 
 import pytest
 import txbook
-from helpers import ROOT, floors, fresh_venv, torch_floor   # fresh_venv: torch only (one install a session)
+# fresh_venv: torch only (one install a session)
+from helpers import ROOT, floors, fresh_venv, torch_floor
 from helpers import run as _run
 
 sys.path.insert(0, str(ROOT / "tools"))
 import check_version
-# builds the sdist and wheel, installs into a fresh venv: not in the fast path (`pytest -m "not slow"`)
+# builds the sdist and wheel, installs into a fresh venv: not in the fast path (`pytest -m "not
+# slow"`)
 pytestmark = pytest.mark.slow
 # What fastprogress 1.1 pulled in (python-fasthtml and its server stack): none may come with txbook
-WEB_STACK = {"python-fasthtml", "fasthtml", "starlette", "uvicorn", "websockets", "httptools", "uvloop",
-             "watchfiles", "fastlite", "apswutils", "itsdangerous", "python-multipart", "oauthlib", "httpx",
-             "sse-starlette", "anyio", "h11", "beautifulsoup4"}
-SDIST_TOP = {"txbook", "txbook.egg-info", "PKG-INFO", "LICENSE", "README.md", "pyproject.toml", "setup.cfg",
-             "MANIFEST.in"}
+WEB_STACK = {"python-fasthtml", "fasthtml", "starlette", "uvicorn", "websockets", "httptools",
+             "uvloop",
+             "watchfiles", "fastlite", "apswutils", "itsdangerous", "python-multipart",
+             "oauthlib", "httpx", "sse-starlette", "anyio", "h11", "beautifulsoup4"}
+SDIST_TOP = {"txbook", "txbook.egg-info", "PKG-INFO", "LICENSE", "README.md", "pyproject.toml",
+             "setup.cfg", "MANIFEST.in"}
 
 
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory):
-    "sdist and wheel as a release builds them (`python -m build`: the wheel is built from the sdist)"
+    """sdist and wheel as a release builds them (`python -m build`: the wheel is built from the
+    sdist)"""
     out = tmp_path_factory.mktemp("dist")
     _run(sys.executable, "-m", "build", "--outdir", out, ROOT)
     whl, sdist = list(out.glob("*.whl")), list(out.glob("*.tar.gz"))
@@ -51,17 +55,20 @@ def test_versions_in_file_names_and_metadata(dist):
     requires = meta.get_all("Requires-Dist")
     fp = [r for r in requires if r.startswith("fastprogress")]
     assert fp and "<1.1" in fp[0], fp   # 1.1 brings the web stack
-    # the floors tests/test_versions.py checks reach the wheel: torch's two, the hf extra's transformers
+    # the floors tests/test_versions.py checks reach the wheel: torch's two, the hf extra's
+    # transformers
     from packaging.requirements import Requirement
     from packaging.version import Version
     def floor_for(name, **env):
         found = [s.version for r in map(Requirement, requires) if r.name == name
-                 if r.marker is None or r.marker.evaluate(env) for s in r.specifier if s.operator == ">="]
+                 if r.marker is None or r.marker.evaluate(env) for s in r.specifier
+                 if s.operator == ">="]
         return max(found, key=Version)
     py = lambda v: dict(python_version=v, python_full_version=v + ".0", extra="")
     assert floor_for("torch", **py("3.11")) == torch_floor("3.11")
     assert floor_for("torch", **py("3.13")) == torch_floor("3.13")
-    assert "transformers" not in {Requirement(r).name for r in requires if not Requirement(r).marker}
+    assert "transformers" not in {Requirement(r).name for r in requires
+                                  if not Requirement(r).marker}
     assert floor_for("transformers", **{**py("3.11"), "extra": "hf"}) == floors()["transformers"]
 
 
@@ -76,28 +83,36 @@ def test_license_ships_in_wheel_and_sdist(dist):
 
 
 def test_sdist_holds_the_package_only(dist):
-    "No tests, notebooks or book: they need the repository (nbdev, ../shared data) and could not run"
+    """No tests, notebooks or book: they need the repository (nbdev, ../shared data) and could not
+    run"""
     with tarfile.open(dist["sdist"]) as t:
         names = [n.split("/", 2)[1:] for n in t.getnames()]
     top = {n[0] for n in names if n}
     assert top <= SDIST_TOP, f"unexpected in the sdist: {sorted(top - SDIST_TOP)}"
-    with zipfile.ZipFile(dist["whl"]) as z:   # the sdist and the wheel built from it hold the same modules
+    with zipfile.ZipFile(dist["whl"]) as z:
+        # the sdist and the wheel built from it hold the same modules
         mods = {n.split("/")[1] for n in z.namelist() if n.startswith("txbook/")}
     assert {n[1] for n in names if len(n) == 2 and n[0] == "txbook" and n[1]} == mods
 
 
 def test_wheel_installs_in_a_clean_venv_without_a_web_stack(dist, tmp_path, tmp_path_factory):
-    "A fresh venv (torch first, as Colab or the Makefile has it), then the wheel with its dependencies"
+    """A fresh venv (torch first, as Colab or the Makefile has it), then the wheel with its
+    dependencies"""
     venv = tmp_path / "venv"
     py = fresh_venv(venv, tmp_path_factory)
     _run(py, "-m", "pip", "install", "-q", dist["whl"])
     installed = {l.split("==")[0].lower() for l in _run(py, "-m", "pip", "freeze", "--all").split()}
     assert "txbook" in installed
-    assert not installed & WEB_STACK, f"web-server packages installed with txbook: {installed & WEB_STACK}"
-    assert not installed & {"nbdev", "jupyter-book"}, "development tools leaked into the dependencies"
-    with zipfile.ZipFile(dist["whl"]) as z:   # the wheel's modules (the tree may have changed since the build)
+    assert not installed & WEB_STACK, (
+        f"web-server packages installed with txbook: {installed & WEB_STACK}"
+    )
+    assert not installed & {"nbdev",
+                            "jupyter-book"}, "development tools leaked into the dependencies"
+    with zipfile.ZipFile(dist["whl"]) as z:
+        # the wheel's modules (the tree may have changed since the build)
         mods = sorted(Path(n).stem for n in z.namelist()
-                      if n.startswith("txbook/") and n.endswith(".py") and not Path(n).stem.startswith("_"))
+                      if n.startswith("txbook/") and n.endswith(".py")
+                      and not Path(n).stem.startswith("_"))
     assert "core" in mods and "data" in mods, mods
     code = ("import importlib, sys, txbook\n"
             f"for m in {mods!r}: importlib.import_module('txbook.' + m)\n"
@@ -109,7 +124,8 @@ def test_wheel_installs_in_a_clean_venv_without_a_web_stack(dist, tmp_path, tmp_
 
 
 def test_version_check_agrees_today_and_catches_disagreement(tmp_path):
-    "The release workflow's check (tools/check_version.py) passes on this tree and fails when it should"
+    """The release workflow's check (tools/check_version.py) passes on this tree and fails when it
+    should"""
     v = txbook.__version__
     assert check_version.package_version() == v
     assert check_version.problems() == []
@@ -122,7 +138,8 @@ def test_version_check_agrees_today_and_catches_disagreement(tmp_path):
     (tmp_path / "nbs" / nb.name).write_text(nb.read_text().replace(f"txbook=={v}", "txbook==0.0.1"))
     found = check_version.problems(root=tmp_path)
     assert found and all("0.0.1" in p for p in found), found
-    r = subprocess.run([sys.executable, ROOT / "tools" / "check_version.py", "v99.0.0"], capture_output=True)
+    r = subprocess.run([sys.executable, ROOT / "tools" / "check_version.py", "v99.0.0"],
+                       capture_output=True)
     assert r.returncode == 1
 
 
@@ -137,11 +154,14 @@ def test_readme_links_are_absolute():
 
 @pytest.mark.parametrize("minor", ["3.10", "3.13"])
 def test_sources_compile_on_the_oldest_and_newest_python(minor):
-    "requires-python >= 3.10 and the classifiers up to 3.13: every module must at least compile there"
+    """requires-python >= 3.10 and the classifiers up to 3.13: every module must at least compile
+    there"""
     import shutil
-    candidates = [str(p) for p in sorted(Path.home().glob(f".pyenv/versions/{minor}*/bin/python{minor}"))]
+    candidates = [str(p)
+                  for p in sorted(Path.home().glob(f".pyenv/versions/{minor}*/bin/python{minor}"))]
     candidates += [e for e in [shutil.which(f"python{minor}")] if e]
-    works = lambda e: subprocess.run([e, "--version"], capture_output=True).returncode == 0  # pyenv shims may not
+    # pyenv shims may not
+    works = lambda e: subprocess.run([e, "--version"], capture_output=True).returncode == 0
     exe = next((e for e in candidates if works(e)), None)
     if exe is None: pytest.skip(f"no python{minor} here (CI's test workflow checks it)")
     files = sorted(str(p) for p in (ROOT / "txbook").glob("*.py"))

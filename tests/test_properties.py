@@ -1,8 +1,9 @@
-"""Property tests (hypothesis) for the core: `txbook.attention`, `txbook.mhsa`, `txbook.blocks`, RoPE.
+"""Property tests (hypothesis) for the core: `txbook.attention`, `txbook.mhsa`, `txbook.blocks`,
+RoPE.
 
-Each property is checked on random shapes, masks and inputs that hypothesis draws; the references are
-independent of the code under test where that is possible (a float64 softmax written out here, PyTorch's
-kernel), and otherwise the property itself (equivariance, causality) is the check.
+Each property is checked on random shapes, masks and inputs that hypothesis draws; the references
+are independent of the code under test where that is possible (a float64 softmax written out here,
+PyTorch's kernel), and otherwise the property itself (equivariance, causality) is the check.
 """
 import math
 
@@ -34,7 +35,8 @@ def qkv_case(draw, dtype=torch.float64):
 
 
 def reference(q, k, v, keep=None, bias=None, is_causal=False, scale=None, offset=0):
-    "softmax(q kᵀ·scale + bias) v in float64 with a plain loop-free formula; rows with no key give 0"
+    """softmax(q kᵀ·scale + bias) v in float64 with a plain loop-free formula; rows with no key give
+    0"""
     s = (q.double() @ k.double().mT) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
     if bias is not None: s = s + bias.double()
     allowed = torch.ones_like(s, dtype=torch.bool)
@@ -58,8 +60,8 @@ def test_fused_equals_teaching_path_and_reference_float64(case, use_mask, is_cau
         y = attention(q, k, v, keep, is_causal=is_causal, scale=scale, fused=fused)
         assert y.dtype == torch.float64
         torch.testing.assert_close(y, ref, atol=1e-12, rtol=1e-10)
-    torch.testing.assert_close(attention_weights(q, k, keep, is_causal=is_causal, scale=scale), w_ref,
-                               atol=1e-12, rtol=1e-10)
+    torch.testing.assert_close(attention_weights(q, k, keep, is_causal=is_causal, scale=scale),
+                               w_ref, atol=1e-12, rtol=1e-10)
 
 
 @FAST
@@ -87,7 +89,8 @@ def test_weight_rows_sum_to_one_or_zero(case, is_causal):
     sums = w.sum(-1)
     assert (w >= 0).all()
     torch.testing.assert_close(sums[..., alive], torch.ones_like(sums[..., alive]))
-    assert (sums[..., ~alive] == 0).all()                              # fully masked rows: exactly 0
+    # fully masked rows: exactly 0
+    assert (sums[..., ~alive] == 0).all()
     assert (w.masked_select(~allowed.expand_as(w)) == 0).all()         # no weight on a blocked key
 
 
@@ -145,7 +148,8 @@ def test_causality_output_n_ignores_later_tokens(N, n, use_rope, seed):
         torch.testing.assert_close(y[:, :n + 1], y2[:, :n + 1])
         outs = []
         for seq in (x, x2):                                             # the same through a cache:
-            cache = KVCache()                                           # prefix 0..n-1, then the rest
+            # prefix 0..n-1, then the rest
+            cache = KVCache()
             if n: blk(seq[:, :n], is_causal=True, cache=cache)
             outs.append(blk(seq[:, n:], is_causal=True, cache=cache))
         torch.testing.assert_close(outs[0], y[:, n:])                  # cache == no cache
@@ -203,7 +207,8 @@ def test_grouped_query_attention_matches_pytorch(heads, is_causal, seed):
 def test_bad_inputs_raise_value_errors():
     q, k, v = torch.randn(2, 5, 8), torch.randn(2, 7, 8), torch.randn(2, 7, 4)
     with pytest.raises(ValueError, match='mask of shape'): attention(q, k, v, torch.ones(5, 6) > 0)
-    with pytest.raises(ValueError, match='bool tensor'): attention(q, k, v, torch.ones(5, 7, dtype=torch.int))
+    with pytest.raises(ValueError, match='bool tensor'):
+        attention(q, k, v, torch.ones(5, 7, dtype=torch.int))
     with pytest.raises(ValueError, match='one dtype'): attention(q.half(), k, v)
     with pytest.raises(ValueError, match='floating-point'): attention(q.long(), k.long(), v.long())
     with pytest.raises(ValueError, match='divide'):
@@ -213,12 +218,14 @@ def test_bad_inputs_raise_value_errors():
 @FAST
 @given(st.integers(1, 8), st.integers(1, 12), st.integers(0, 50), st.integers(0, 2**31 - 1))
 def test_rope_layouts_are_one_rotation_up_to_a_permutation(half_width, N, start, seed):
-    "Half-split RoPE = interleaved RoPE with the features permuted; both keep lengths and see offsets only"
+    """Half-split RoPE = interleaved RoPE with the features permuted; both keep lengths and see
+    offsets only"""
     Dh = 2 * half_width
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(2, N, Dh, generator=g, dtype=torch.float64)
     pos = torch.arange(start, start + N)
-    perm = torch.cat([torch.arange(0, Dh, 2), torch.arange(1, Dh, 2)])    # (2i, 2i+1) -> (i, i + Dh/2)
+    # (2i, 2i+1) -> (i, i + Dh/2)
+    perm = torch.cat([torch.arange(0, Dh, 2), torch.arange(1, Dh, 2)])
     half = apply_rope(x[..., perm], pos, layout='half')
     torch.testing.assert_close(half, apply_rope(x, pos)[..., perm])
     torch.testing.assert_close(half.norm(dim=-1), x.norm(dim=-1))        # a rotation keeps lengths

@@ -1,4 +1,5 @@
-"The repository's invariants: clean notebooks, package in sync with nbs/, chapters set up for Colab and the book."
+"""The repository's invariants: clean notebooks, package in sync with nbs/, chapters set up for
+Colab and the book."""
 import json, shutil, subprocess, sys
 from pathlib import Path
 
@@ -20,7 +21,8 @@ def test_notebook_is_clean(path):
     "nbdev-clean would change nothing: no outputs, no execution counts, only allow-listed metadata"
     nb = read_nb(path)
     _nbdev_clean(nb, path=None)
-    assert nb2str(nb) == path.read_text(encoding="utf-8"), f"{path.name} is not clean: run nbdev-clean"
+    assert nb2str(nb) == path.read_text(
+        encoding="utf-8"), f"{path.name} is not clean: run nbdev-clean"
     for c in nb.cells:
         assert not c.get("outputs") and c.get("execution_count") is None
 
@@ -45,21 +47,26 @@ def test_package_in_sync_with_notebooks(tmp_path):
         (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp_path / p)
     subprocess.run([str(BIN / "nbdev-export")], cwd=tmp_path, check=True, capture_output=True)
     ours = {p.relative_to(ROOT / "txbook"): p.read_text() for p in (ROOT / "txbook").rglob("*.py")}
-    theirs = {p.relative_to(tmp_path / "txbook"): p.read_text() for p in (tmp_path / "txbook").rglob("*.py")}
-    assert sorted(ours) == sorted(theirs), "txbook/ has files nbdev-export does not make (or lacks some)"
+    theirs = {p.relative_to(tmp_path / "txbook"): p.read_text()
+              for p in (tmp_path / "txbook").rglob("*.py")}
+    assert sorted(ours) == sorted(
+        theirs), "txbook/ has files nbdev-export does not make (or lacks some)"
     stale = [str(k) for k in ours if ours[k] != theirs[k]]
     assert not stale, f"out of sync with nbs/ (run nbdev-export): {stale}"
 
 
 @pytest.mark.parametrize("path", NBS, ids=lambda p: p.name)
 def test_chapter_starts_with_hidden_colab_setup(path):
-    "Each chapter's first code cells: default_exp, then a hidden cell that installs this version only in Colab"
+    """Each chapter's first code cells: default_exp, then a hidden cell that installs this version
+    only in Colab"""
     code = [c["source"] if isinstance(c["source"], str) else "".join(c["source"])
             for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
     setup = next(s for s in code if not s.startswith("#| default_exp"))
     assert setup.startswith("#| hide"), setup[:60]
     assert "'google.colab' in sys.modules" in setup
-    assert f"'txbook=={txbook.__version__}'" in setup, "Colab install not pinned to txbook.__version__"
+    assert f"'txbook=={txbook.__version__}'" in setup, (
+        "Colab install not pinned to txbook.__version__"
+    )
     assert "raise RuntimeError" in setup, "a failed install must stop the chapter"
     assert "nbdev" not in setup, "chapters must run without nbdev (Colab does not have it)"
     assert "book_setup()" in setup
@@ -72,11 +79,14 @@ def test_toc_lists_every_notebook():
 
 
 def test_repository_url_agrees():
-    "The repository URL is set once per tool: pyproject.toml (nbdev, PyPI) and _config.yml (the book)"
+    """The repository URL is set once per tool: pyproject.toml (nbdev, PyPI) and _config.yml (the
+    book)"""
     import tomllib, yaml
     url = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"]
     assert yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"] == url
-    assert "settings.ini" not in [p.name for p in ROOT.iterdir()], "nbdev 3 refuses to run with a settings.ini"
+    assert "settings.ini" not in [p.name for p in ROOT.iterdir()], (
+        "nbdev 3 refuses to run with a settings.ini"
+    )
 
 
 def _workflow(name):
@@ -103,7 +113,8 @@ def test_pages_workflow_deploys_the_built_book():
     assert "make book" in [s.get("run") for s in steps]
     upload = [s for s in steps if s.get("uses", "").startswith("actions/upload-pages-artifact")]
     assert upload and upload[0]["with"]["path"] == "_build/html"
-    assert any(s.get("uses", "").startswith("actions/deploy-pages") for s in wf["jobs"]["deploy"]["steps"])
+    assert any(s.get("uses", "").startswith("actions/deploy-pages")
+               for s in wf["jobs"]["deploy"]["steps"])
     assert wf["permissions"]["pages"] == "write" and wf["permissions"]["id-token"] == "write"
 
 
@@ -114,24 +125,29 @@ def test_release_workflow_checks_versions_and_uses_trusted_publishing():
     assert 'tools/check_version.py "$GITHUB_REF_NAME"' in runs and "python -m build" in runs
     assert "twine check --strict" in runs
     pub = wf["jobs"]["publish"]
-    assert pub["permissions"] == {"id-token": "write"}, "trusted publishing needs id-token, nothing else"
+    assert pub["permissions"] == {
+        "id-token": "write"}, "trusted publishing needs id-token, nothing else"
     assert [s["uses"] for s in pub["steps"]][-1].startswith("pypa/gh-action-pypi-publish@")
-    assert not any("password" in s.get("with", {}) for s in pub["steps"]), "no API token: trusted publishing"
+    assert not any("password" in s.get("with", {})
+                   for s in pub["steps"]), "no API token: trusted publishing"
 
 
 def test_readme_lists_every_chapter():
     "The README's chapter table links each notebook's page and its Colab badge"
     readme = (ROOT / "README.md").read_text()
     url = "https://colab.research.google.com/github/txbook/txbook/blob/main/nbs/"
-    missing = [p.name for p in NBS if f"{url}{p.name})" not in readme or f"nbs/{p.stem}.html)" not in readme]
+    missing = [p.name for p in NBS
+               if f"{url}{p.name})" not in readme or f"nbs/{p.stem}.html)" not in readme]
     assert not missing, f"README.md's chapter table lacks {missing}"
 
 
 def _code(path) -> str:
-    return "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")
+    return "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"]
+                     if c["cell_type"] == "code")
 
 
-SIZED = [p for p in NBS if p.stem != "a_core" and "sized(" in _code(p)]   # pages with a full-size experiment
+# pages with a full-size experiment
+SIZED = [p for p in NBS if p.stem != "a_core" and "sized(" in _code(p)]
 
 
 def test_some_chapters_have_full_sizes():
@@ -141,9 +157,11 @@ def test_some_chapters_have_full_sizes():
 
 @pytest.mark.parametrize("path", SIZED, ids=lambda p: p.name)
 def test_chapters_with_full_sizes_ask_colab_for_a_gpu(path):
-    "A chapter that sizes experiments with sized(quick, full) has a full size for a GPU: Colab must offer one"
+    """A chapter that sizes experiments with sized(quick, full) has a full size for a GPU: Colab
+    must offer one"""
     nb = json.loads(path.read_text())
-    assert nb["metadata"].get("accelerator") == "GPU", "set the notebook's metadata accelerator: GPU"
+    assert nb["metadata"].get(
+        "accelerator") == "GPU", "set the notebook's metadata accelerator: GPU"
     assert nb["metadata"].get("colab", {}).get("gpuType"), "set metadata colab.gpuType (e.g. T4)"
 
 

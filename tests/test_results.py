@@ -1,10 +1,11 @@
-"""The full-size results the book shows: `results/full/<chapter>.json`, written by `tools/run_full.py` on a GPU.
+"""The full-size results the book shows: `results/full/<chapter>.json`, written by
+`tools/run_full.py` on a GPU.
 
-Each record must parse, come from a finished full-size run on a CUDA device, name a commit that exists in this
-repository with a clean tree, and the chapter's "At full size" cell (required when the record holds figures)
-must be exactly what
-`tools/run_full.py --render` makes of it (so nobody edits a figure by hand, and a new record is not left
-unrendered). A chapter without a record says so in that cell ("No full-size run is recorded yet.").
+Each record must parse, come from a finished full-size run on a CUDA device, name a commit that
+exists in this repository with a clean tree, and the chapter's "At full size" cell (required when
+the record holds figures) must be exactly what `tools/run_full.py --render` makes of it (so nobody
+edits a figure by hand, and a new record is not left unrendered). A chapter without a record says so
+in that cell ("No full-size run is recorded yet.").
 """
 import json, subprocess, sys
 
@@ -16,8 +17,8 @@ import run_full  # noqa: E402
 from txbook.stats import format_value  # noqa: E402
 
 RECORDS = sorted((ROOT / "results" / "full").glob("*.json"))
-KEYS = {"chapter", "commit", "dirty", "device", "torch", "cuda", "precision", "size", "jobs", "date",
-        "status", "wall_s", "metrics"}
+KEYS = {"chapter", "commit", "dirty", "device", "torch", "cuda", "precision", "size", "jobs",
+        "date", "status", "wall_s", "metrics"}
 
 
 def _git(*args):
@@ -34,8 +35,11 @@ def test_record_is_a_finished_full_size_gpu_run(path):
     rec = json.loads(path.read_text())
     assert KEYS <= rec.keys(), f"{path.name} lacks {sorted(KEYS - rec.keys())}"
     assert rec["chapter"] == path.stem and (ROOT / "nbs" / f"{path.stem}.ipynb").exists()
-    assert rec["status"] == "ok", f"{path.name}: the run ended with {rec['status']}: {rec.get('error')}"
-    assert rec["size"] == "full" and rec["device"].startswith("cuda: "), (rec["size"], rec["device"])
+    assert rec["status"] == "ok", (
+        f"{path.name}: the run ended with {rec['status']}: {rec.get('error')}"
+    )
+    assert rec["size"] == "full" \
+        and rec["device"].startswith("cuda: "), (rec["size"], rec["device"])
     assert rec["cuda"] and rec["precision"] in ("bf16", "fp16", "fp32")
     assert rec["dirty"] is False, f"{path.name} comes from a tree with uncommitted changes"
     for name, m in rec["metrics"].items():
@@ -68,5 +72,7 @@ def test_at_full_size_cell_matches_its_record(path):
             f"{path.name}: the 'At full size' cell shows figures but there is no {rec_path.name}"
         return
     want = run_full.render(json.loads(rec_path.read_text()))
-    assert _source(cell) == want, \
-        f"{path.name}: the 'At full size' cell is not its record rendered: run tools/run_full.py --render"
+    assert _source(cell) == want, (
+        f"{path.name}: the 'At full size' cell is not its record rendered: run tools/run_full.py "
+        "--render"
+    )

@@ -1,21 +1,25 @@
 """A PyTorch `DataLoader` resumes exactly through `TorchLoader` (issue 40's referee, finding 2).
 
-`fit` reads a `DataLoader` through `txbook.distributed.TorchLoader`. Each pass sets the loader's generator (the
-seed its workers get) and its samplers' generators to one generator seeded by (seed, epoch), and a start in
-mid-epoch is skipped among the indices, without loading (or augmenting) the skipped samples. So a run interrupted
-and resumed from its checkpoint ends with the weights of the uninterrupted run, in the three setups the referee
-found silently inexact before:
+`fit` reads a `DataLoader` through `txbook.distributed.TorchLoader`. Each pass sets the loader's
+generator (the seed its workers get) and its samplers' generators to one generator seeded by (seed,
+epoch), and a start in mid-epoch is skipped among the indices, without loading (or augmenting) the
+skipped samples. So a run interrupted and resumed from its checkpoint ends with the weights of the
+uninterrupted run, in the three setups the referee found silently inexact before:
 
-- (a) `DataLoader(shuffle=True, generator=G)` resumed at an epoch boundary (the resumed epoch replayed epoch 0's
+- (a) `DataLoader(shuffle=True, generator=G)` resumed at an epoch boundary (the resumed epoch
+replayed epoch 0's
   order: the generator's state was not in the checkpoint);
-- (b) a `DistributedSampler` and a dataset that augments in `__getitem__` from the global generator, resumed in
-  mid-epoch, `num_workers=0` (skipping by drawing the batches augmented them after the generator was restored);
-- (c) the same with `num_workers=2` and the loader's own generator, resumed at an epoch boundary (the workers'
+- (b) a `DistributedSampler` and a dataset that augments in `__getitem__` from the global generator,
+resumed in
+  mid-epoch, `num_workers=0` (skipping by drawing the batches augmented them after the generator was
+  restored);
+- (c) the same with `num_workers=2` and the loader's own generator, resumed at an epoch boundary
+(the workers'
   seeds come from the loader's generator, whose state was not saved);
 
-and in two more: a shuffling loader with and without its own generator, resumed in mid-epoch. What cannot be
-replayed is said: workers' random draws in mid-epoch (a warning), and a sampler whose randomness the adapter
-cannot see, in mid-epoch (a ValueError).
+and in two more: a shuffling loader with and without its own generator, resumed in mid-epoch. What
+cannot be replayed is said: workers' random draws in mid-epoch (a warning), and a sampler whose
+randomness the adapter cannot see, in mid-epoch (a ValueError).
 """
 import warnings
 
@@ -34,7 +38,8 @@ X, Y = torch.randn(40, 5, generator=g0), torch.randint(0, 3, (40,), generator=g0
 
 
 class Noisy(Dataset):
-    "torchvision's idiom: each sample augmented in __getitem__ from the global generator; loads counted"
+    """torchvision's idiom: each sample augmented in __getitem__ from the global generator; loads
+    counted"""
     loaded = 0
 
     def __len__(self): return len(X)
@@ -57,11 +62,12 @@ def sampled(workers=0):
 
 
 def run(make_dl, checkpoint=None, max_steps=None):
-    "Three epochs of a linear classifier on `make_dl()`; dropout-free, so only the data's draws matter"
+    """Three epochs of a linear classifier on `make_dl()`; dropout-free, so only the data's draws
+    matter"""
     seed_everything(0)
     net = nn.Linear(5, 3)
-    h = fit(net, make_dl(), epochs=3, lr=1e-2, schedule=WarmupCosine(0), device='cpu', progress=False,
-            verbose=False, checkpoint=checkpoint, max_steps=max_steps)
+    h = fit(net, make_dl(), epochs=3, lr=1e-2, schedule=WarmupCosine(0), device='cpu',
+            progress=False, verbose=False, checkpoint=checkpoint, max_steps=max_steps)
     return net, h
 
 
@@ -131,6 +137,8 @@ def test_unseen_randomness_refused_in_mid_epoch():
         def __len__(self): return len(X)
         def __iter__(self): return iter(torch.randperm(len(X)).tolist())
     tl = TorchLoader(DataLoader(TensorDataset(X, Y), batch_size=8, sampler=Mine()))
-    tl.set_epoch(1)                                   # an epoch boundary: the global generator is restored
-    with pytest.raises(ValueError, match='resuming at batch 2 of an epoch needs an order TorchLoader can draw'):
+    # an epoch boundary: the global generator is restored
+    tl.set_epoch(1)
+    with pytest.raises(ValueError, match='resuming at batch 2 of an epoch needs an order '
+                                         'TorchLoader can draw'):
         tl.set_epoch(1, start=2)

@@ -1,12 +1,12 @@
-"""Where CI's time went: the split (install, quick pass, smoke pass, the rest of the tests, book) and the ten
-slowest pages of each pass, read from pytest's JUnit XML report.
+"""Where CI's time went: the split (install, quick pass, smoke pass, the rest of the tests, book)
+and the ten slowest pages of each pass, read from pytest's JUnit XML report.
 
     python tools/ci_split.py REPORT.xml --install S --test S --book S --pdf S
 
 `--install/--test/--book/--pdf` are the wall-clock seconds `.ci/run` measured around `make install`,
-`make test`, `make book` and `make pdf`. Inside `make test` the report gives each test's own time; when pytest runs
-tests side by
-side (`-n`), the passes overlap, so their sums add up to more than the wall time, and both are printed."""
+`make test`, `make book` and `make pdf`. Inside `make test` the report gives each test's own time;
+when pytest runs tests side by side (`-n`), the passes overlap, so their sums add up to more than
+the wall time, and both are printed."""
 import argparse, collections, xml.etree.ElementTree as ET
 
 PASSES = {"tests.test_notebooks": "quick pass", "tests.test_colab": "smoke pass (Colab simulation)"}
@@ -18,14 +18,16 @@ def read_report(path):
     for case in ET.parse(path).getroot().iter("testcase"):
         cls, name = case.get("classname", ""), case.get("name", "")
         module = cls if cls.startswith("tests.test_") else ".".join(cls.split(".")[:2])
-        rows.append((PASSES.get(module, "the rest"), f"{cls}::{name}", float(case.get("time") or 0)))
+        rows.append(
+            (PASSES.get(module, "the rest"), f"{cls}::{name}", float(case.get("time") or 0)))
     return rows
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("report")
-    for k in ("install", "test", "book", "pdf"): ap.add_argument(f"--{k}", type=float, default=float("nan"))
+    for k in ("install", "test", "book", "pdf"):
+        ap.add_argument(f"--{k}", type=float, default=float("nan"))
     a = ap.parse_args()
     rows = read_report(a.report)
     by = collections.defaultdict(float)
@@ -33,7 +35,8 @@ def main():
     m = lambda s: f"{s / 60:5.1f} min"
     print("== CI split (wall clock)")
     print(f"   install            {m(a.install)}")
-    print(f"   make test          {m(a.test)}   (test time summed per pass below; passes run side by side)")
+    print(f"   make test          {m(a.test)}   (test time summed per pass below; passes run side "
+          "by side)")
     for p in ("quick pass", "smoke pass (Colab simulation)", "the rest"):
         print(f"     {p:<32} {m(by[p])}")
     print(f"   make book          {m(a.book)}")

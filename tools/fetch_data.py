@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Make the book's datasets available where the chapters look for them, for CI machines without `../shared`.
+"""Make the book's datasets available where the chapters look for them, for CI machines without
+`../shared`.
 
-Each file is taken from the data folder `$TXBOOK_DATA` names, if it is set, else from the download cache
-(`~/.cache/txbook`, or `$TXBOOK_CACHE`), else downloaded from the official URLs into the cache and checked against
-the published SHA-256: exactly what the chapters' loaders
-do, done once before the tests so that no chapter downloads. Prints where each dataset was found.
+Each file is taken from the data folder `$TXBOOK_DATA` names, if it is set, else from the download
+cache (`~/.cache/txbook`, or `$TXBOOK_CACHE`), else downloaded from the official URLs into the cache
+and checked against the published SHA-256: exactly what the chapters' loaders do, done once before
+the tests so that no chapter downloads. Prints where each dataset was found.
 
-    python tools/fetch_data.py           # needs the package's dependencies (run after `make install`)
+    python tools/fetch_data.py           # needs the package's dependencies (run after `make
+    install`)
 """
 import sys
 from pathlib import Path
@@ -24,7 +26,8 @@ for kind in ("mnist", "fashion-mnist"):
 
 def fetch() -> dict[str, list[Path]]:
     "Locate (or download) every file; returns the paths per dataset"
-    return {name: [_locate(name, f, urls, sha) for f, urls, sha in files] for name, files in FILES.items()}
+    return {name: [_locate(name, f, urls, sha) for f, urls, sha in files]
+            for name, files in FILES.items()}
 
 
 if __name__ == "__main__":

@@ -1,39 +1,46 @@
-"""Notebook kernels that hear only their own client, and the kernel log lines a page must never show.
+"""Notebook kernels that hear only their own client, and the kernel log lines a page must never
+show.
 
-`run_notebook` executes a notebook in a new kernel the way every kernel-starting part of `make test` does (the
-quick pass, tests/test_notebooks.py; the Colab simulation, tests/test_colab.py; tools/run_full.py): over the
-`ipc` transport, its five sockets files in a private folder of its own (`tempfile.mkdtemp`, mode 0700) that is
-removed when the kernel has ended, and its client's channels (the heartbeat's thread included) stopped before it
-returns, or it raises. Over TCP, jupyter_client picks a kernel's ports by binding port 0 and releasing it, so two
-processes that launch at the same moment can be handed the same port (the later kernel dies before replying to
-`kernel_info`, or a client talks to the other's kernel), and a client left open keeps pinging its ended kernel's
-heartbeat port until a later kernel binds that port for its control socket and logs every ping into a cell
-(`ValueError: DELIM not in msg_list`: issue 41). A socket file in a folder no other kernel uses can be neither.
-tests/test_kernels.py forces both TCP hazards and checks that none reaches these kernels. `make book` leaves
-myst-nb its own TCP kernels (no setting reaches its kernel manager): they run after `make test`, one at a time
-in one process, and nbclient, which makes each, closes each client.
+`run_notebook` executes a notebook in a new kernel the way every kernel-starting part of `make test`
+does (the quick pass, tests/test_notebooks.py; the Colab simulation, tests/test_colab.py;
+tools/run_full.py): over the `ipc` transport, its five sockets files in a private folder of its own
+(`tempfile.mkdtemp`, mode 0700) that is removed when the kernel has ended, and its client's channels
+(the heartbeat's thread included) stopped before it returns, or it raises. Over TCP, jupyter_client
+picks a kernel's ports by binding port 0 and releasing it, so two processes that launch at the same
+moment can be handed the same port (the later kernel dies before replying to `kernel_info`, or a
+client talks to the other's kernel), and a client left open keeps pinging its ended kernel's
+heartbeat port until a later kernel binds that port for its control socket and logs every ping into
+a cell (`ValueError: DELIM not in msg_list`: issue 41). A socket file in a folder no other kernel
+uses can be neither. tests/test_kernels.py forces both TCP hazards and checks that none reaches
+these kernels. `make book` leaves myst-nb its own TCP kernels (no setting reaches its kernel
+manager): they run after `make test`, one at a time in one process, and nbclient, which makes each,
+closes each client.
 
-`kernel_log_lines(text)` finds what the Jupyter machinery (the kernel, its messaging, zmq) logged in one
-output's text, `log_lines_in(nb)` in every output of an executed notebook: the quick pass and the book's page
-checks (tests/check_site.py) name the page and the cell of each.
+`kernel_log_lines(text)` finds what the Jupyter machinery (the kernel, its messaging, zmq) logged in
+one output's text, `log_lines_in(nb)` in every output of an executed notebook: the quick pass and
+the book's page checks (tests/check_site.py) name the page and the cell of each.
 """
 from __future__ import annotations
 
 import re, shutil, tempfile, threading
 from pathlib import Path
 
-# The messaging stack of a Jupyter kernel: a traceback through these packages is the kernel's, not a chapter's
+# The messaging stack of a Jupyter kernel: a traceback through these packages is the kernel's, not a
+# chapter's
 STACK = ("zmq", "ipykernel", "jupyter_client", "tornado")
 _LOG_LINE = re.compile(
-    # a record of one of the stack's loggers in logging's default format (what its last-resort handler prints):
-    # `ERROR:tornado.general:Uncaught exception in ZMQStream callback`
-    r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):(?:" + "|".join(STACK) + r"|asyncio|traitlets|IPKernelApp)\b[\w.]*:"
-    # a record of a traitlets application: `[IPKernelApp] WARNING | ...`, `[W 12:00:00.000 ServerApp] ...`
+    # a record of one of the stack's loggers in logging's default format (what its last-resort
+    # handler prints): `ERROR:tornado.general:Uncaught exception in ZMQStream callback`
+    r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):(?:" + "|".join(STACK)
+    + r"|asyncio|traitlets|IPKernelApp)\b[\w.]*:"
+    # a record of a traitlets application: `[IPKernelApp] WARNING | ...`, `[W 12:00:00.000
+    # ServerApp] ...`
     r"|^\[(?:[DIWEC] [\d: .-]+ )?\w+App\] "
-    # a traceback frame in the stack's source: `  File ".../zmq/eventloop/zmqstream.py", line 585, in _log_error`
+    # a traceback frame in the stack's source: `  File ".../zmq/eventloop/zmqstream.py", line 585,
+    # in _log_error`
     r"""|^\s*File "[^"]*[/\\](?:""" + "|".join(STACK) + r""")[/\\][^"]*", line \d+"""
-    # what a kernel logs when its sockets get frames that are not a message of its session (a heartbeat ping
-    # on a control port, a message signed with another kernel's key)
+    # what a kernel logs when its sockets get frames that are not a message of its session (a
+    # heartbeat ping on a control port, a message signed with another kernel's key)
     r"|DELIM not in msg_list|Invalid Signature|Duplicate Signature|Invalid Message"
     r"|Uncaught exception in ZMQStream callback|Exception in message handler|Unknown message type")
 
@@ -47,15 +54,18 @@ def output_texts(cell: dict):
     "The texts of a code cell's outputs: streams, text/* data (not SVG), tracebacks"
     for out in cell.get("outputs", []):
         texts = [out.get("text", "")] if out.get("output_type") == "stream" else []
-        texts += [v for k, v in out.get("data", {}).items() if k.startswith("text/") and k != "text/svg+xml"]
+        texts += [v for k, v in out.get("data", {}).items()
+                  if k.startswith("text/") and k != "text/svg+xml"]
         texts += out.get("traceback", [])
         for t in texts:
             yield t if isinstance(t, str) else "".join(t)
 
 
 def log_lines_in(nb: dict) -> list[tuple[str, str]]:
-    "(cell, line) of every kernel log line in `nb`'s outputs; cell: `cell 3 (id 1a2b3c)`, counted from 1"
-    return [(f"cell {i} (id {cell.get('id', '?')})", line) for i, cell in enumerate(nb.get("cells", []), 1)
+    """(cell, line) of every kernel log line in `nb`'s outputs; cell: `cell 3 (id 1a2b3c)`, counted
+    from 1"""
+    return [(f"cell {i} (id {cell.get('id', '?')})", line)
+            for i, cell in enumerate(nb.get("cells", []), 1)
             for text in output_texts(cell) for line in kernel_log_lines(text)]
 
 
@@ -64,16 +74,18 @@ def log_report(page: str, nb: dict) -> str:
     return "\n".join(f"{page} {cell}: {line}" for cell, line in log_lines_in(nb))
 
 
-# ------------------------------------------------------------------------------------------ running a notebook
-_SUN_PATH = 100   # bytes a Unix socket's path may have (sockaddr_un: 108 on Linux, 104 on macOS), with room
+# ------------------------------------------------------------------------------- running a notebook
+# bytes a Unix socket's path may have (sockaddr_un: 108 on Linux, 104 on macOS), with room
+_SUN_PATH = 100
 
 
 def run_notebook(nb, folder: str | Path, env: dict, timeout: int, kernel_name: str = "python3",
                  kernel_dirs: list | None = None, **client_kw) -> None:
-    """Execute `nb` in place in a new kernel `kernel_name` (found in `kernel_dirs`, else where Jupyter looks),
-    working folder `folder`, environment `env`, `timeout` seconds per cell, with nbclient (`client_kw`: more
-    NotebookClient options). Raises what nbclient raises (CellExecutionError, CellTimeoutError, DeadKernelError,
-    RuntimeError when the kernel dies before replying to kernel_info)."""
+    """Execute `nb` in place in a new kernel `kernel_name` (found in `kernel_dirs`, else where
+    Jupyter looks), working folder `folder`, environment `env`, `timeout` seconds per cell, with
+    nbclient (`client_kw`: more NotebookClient options). Raises what nbclient raises
+    (CellExecutionError, CellTimeoutError, DeadKernelError, RuntimeError when the kernel dies before
+    replying to kernel_info)."""
     import zmq
     from jupyter_client.channels import HBChannel
     from jupyter_client.kernelspec import KernelSpecManager
@@ -81,23 +93,28 @@ def run_notebook(nb, folder: str | Path, env: dict, timeout: int, kernel_name: s
     from jupyter_core.utils import run_sync
     from nbclient import NotebookClient
     if not zmq.has("ipc"):
-        raise RuntimeError("this zmq has no ipc transport: notebook kernels would run over TCP, where two "
+        raise RuntimeError("this zmq has no ipc transport: notebook kernels would run over TCP, "
+                           "where two "
                            "processes can be handed the same port (tools/notebook_kernel.py)")
-    private = Path(tempfile.mkdtemp(prefix="txbook-kernel-"))   # mode 0700: this kernel's, no one else's
+    # mode 0700: this kernel's, no one else's
+    private = Path(tempfile.mkdtemp(prefix="txbook-kernel-"))
     if len(str(private / "kernel-99")) > _SUN_PATH:
         shutil.rmtree(private)
-        raise ValueError(f"the kernel's socket paths under {private} are longer than {_SUN_PATH} bytes: "
-                         "set TMPDIR to a shorter folder")
+        raise ValueError(f"the kernel's socket paths under {private} are longer than {_SUN_PATH} "
+                         "bytes: set TMPDIR to a shorter folder")
     client = km = None
     try:
-        specs = KernelSpecManager(kernel_dirs=[str(d) for d in kernel_dirs]) if kernel_dirs else None
-        km = AsyncKernelManager(kernel_name=kernel_name, transport="ipc", ip=str(private / "kernel"),
+        specs = KernelSpecManager(kernel_dirs=[str(d) for d in kernel_dirs]) if kernel_dirs \
+            else None
+        km = AsyncKernelManager(kernel_name=kernel_name, transport="ipc",
+                                ip=str(private / "kernel"),
                                 connection_file=str(private / "kernel.json"),
                                 **({"kernel_spec_manager": specs} if specs else {}))
         client = NotebookClient(nb, km=km, timeout=timeout, kernel_name=kernel_name,
                                 resources={"metadata": {"path": str(folder)}}, **client_kw)
-        # cleanup_kc: nbclient shuts the kernel down and stops its client's channels although it did not make
-        # `km` (by default it leaves both to the caller: the Colab simulation's heartbeats outlived its kernels)
+        # cleanup_kc: nbclient shuts the kernel down and stops its client's channels although it did
+        # not make `km` (by default it leaves both to the caller: the Colab simulation's heartbeats
+        # outlived its kernels)
         client.execute(env=env, cleanup_kc=True)
     finally:
         try:
@@ -110,4 +127,5 @@ def run_notebook(nb, folder: str | Path, env: dict, timeout: int, kernel_name: s
     left = [t.address for t in threading.enumerate() if isinstance(t, HBChannel) and t.is_alive()
             and str(private) in (t.address or "")]
     if left:
-        raise RuntimeError(f"the client of the kernel at {private} still runs its heartbeat: {left}")
+        raise RuntimeError(
+            f"the client of the kernel at {private} still runs its heartbeat: {left}")

@@ -4,19 +4,20 @@
     python tools/run_full.py                      # every chapter, full size, one at a time
     python tools/run_full.py 10_vit 12_swin       # some chapters (stems or paths)
     python tools/run_full.py --size smoke --out /tmp/r   # full shapes, cut budgets (CI, on the CPU)
-    python tools/run_full.py --jobs 4             # four chapters at once (a GPU with CPU cores to spare)
-    python tools/run_full.py --render             # write each chapter's "At full size" cell from its file
+    python tools/run_full.py --jobs 4             # four chapters at once (a GPU with CPU cores to
+    spare) python tools/run_full.py --render             # write each chapter's "At full size" cell
+    from its file
 
 Each chapter is executed top to bottom with nbclient from `nbs/` (where the data is found), with
-`TXBOOK_SIZE` set and `TXBOOK_RESULTS` naming a scratch file that `txbook.stats.report` fills with the
-chapter's headline figures. The result is `<out>/<chapter>.json` (default `results/full/`): the chapter,
-the commit, the date, the device, torch and CUDA versions, the precision, the size, the wall time, how
-many chapters ran at once, the status (ok, error, timeout) and the figures. `--executed DIR` also keeps
-each executed notebook (outputs included) for reading what happened.
+`TXBOOK_SIZE` set and `TXBOOK_RESULTS` naming a scratch file that `txbook.stats.report` fills with
+the chapter's headline figures. The result is `<out>/<chapter>.json` (default `results/full/`): the
+chapter, the commit, the date, the device, torch and CUDA versions, the precision, the size, the
+wall time, how many chapters ran at once, the status (ok, error, timeout) and the figures.
+`--executed DIR` also keeps each executed notebook (outputs included) for reading what happened.
 
-The commit is `git rev-parse HEAD` (or `$TXBOOK_COMMIT` where there is no git, as on a machine that got
-a copy of the tree); a tree with uncommitted changes is recorded as `dirty`, and the book's test refuses
-a dirty or unknown commit.
+The commit is `git rev-parse HEAD` (or `$TXBOOK_COMMIT` where there is no git, as on a machine that
+got a copy of the tree); a tree with uncommitted changes is recorded as `dirty`, and the book's test
+refuses a dirty or unknown commit.
 """
 import argparse, datetime, json, os, platform, subprocess, sys, tempfile, time
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 NBS = ROOT / "nbs"
 RESULTS = ROOT / "results" / "full"
-MARK = "<!-- results/full/{stem}.json: written by `python tools/run_full.py --render`; do not edit -->"
+MARK = (
+    "<!-- results/full/{stem}.json: written by `python tools/run_full.py --render`; do not edit -->"
+)
 
 
 def git(*args) -> str | None:
@@ -44,12 +47,14 @@ def commit_info() -> dict:
         return {"commit": os.environ.get("TXBOOK_COMMIT") or None,
                 "dirty": os.environ.get("TXBOOK_DIRTY", "") not in ("", "0")}
     status = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results")
-    return {"commit": sha, "dirty": bool(status)}   # results/ aside: a run writes records as it goes
+    # results/ aside: a run writes records as it goes
+    return {"commit": sha, "dirty": bool(status)}
 
 
 
 def bench_meta(script: str, argv: list[str]) -> dict:
-    "What a bench record says about where it came from: script, command, commit, sources, date, machine"
+    """What a bench record says about where it came from: script, command, commit, sources, date,
+    machine"""
     import shlex
     import torch
     sys.path.insert(0, str(ROOT))
@@ -100,7 +105,8 @@ def execute(path: Path, results_file: Path, size: str, timeout: int, executed: P
     "Execute one notebook in this process; returns {'status', 'wall_s', 'error'}"
     import nbformat
     from nbclient.exceptions import CellExecutionError, CellTimeoutError
-    from notebook_kernel import run_notebook   # a kernel of its own over ipc: --jobs N start N at once
+    # a kernel of its own over ipc: --jobs N start N at once
+    from notebook_kernel import run_notebook
     os.environ.update(TXBOOK_SIZE=size, TXBOOK_RESULTS=str(results_file))
     for k in ("TXBOOK_QUICK", "IN_TEST"): os.environ.pop(k, None)
     nb = nbformat.read(path, as_version=4)
@@ -123,8 +129,8 @@ def run_one(path: Path, size: str, out: Path, timeout: int, jobs: int, executed:
     "Run one chapter in a child process (a hard time limit), write and return its record"
     with tempfile.TemporaryDirectory() as d:
         rf, status_file = Path(d) / "metrics.json", Path(d) / "status.json"
-        cmd = [sys.executable, __file__, "--child", str(path), "--size", size, "--timeout", str(timeout),
-               "--metrics-file", str(rf), "--status-file", str(status_file)]
+        cmd = [sys.executable, __file__, "--child", str(path), "--size", size, "--timeout",
+               str(timeout), "--metrics-file", str(rf), "--status-file", str(status_file)]
         if executed is not None: cmd += ["--executed", str(executed)]
         t0 = time.time()
         try:
@@ -198,7 +204,8 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=1, help="chapters run at once")
     ap.add_argument("--timeout", type=int, default=3600, help="seconds per chapter")
     ap.add_argument("--executed", type=Path, help="also keep the executed notebooks here")
-    ap.add_argument("--render", action="store_true", help="write the chapters' 'At full size' cells")
+    ap.add_argument("--render", action="store_true",
+                    help="write the chapters' 'At full size' cells")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--metrics-file", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--status-file", type=Path, help=argparse.SUPPRESS)
@@ -214,8 +221,9 @@ def main(argv=None):
           f"({meta['precision']}), commit {meta['commit']}{' (dirty)' if meta['dirty'] else ''}",
           flush=True)
     with ThreadPoolExecutor(a.jobs) as pool:
-        recs = list(pool.map(lambda p: run_one(p, a.size, a.out, a.timeout, a.jobs, a.executed, meta),
-                             paths))
+        recs = list(
+            pool.map(lambda p: run_one(p, a.size, a.out, a.timeout, a.jobs, a.executed, meta),
+                     paths))
     bad = [r["chapter"] for r in recs if r["status"] != "ok"]
     if bad:
         for r in recs:

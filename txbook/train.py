@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib, itertools, os
 from functools import partial
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 import torch
 from torch import nn, Tensor
 from fastprogress.fastprogress import progress_bar
@@ -22,6 +22,7 @@ from .amp import (Precision, autocast, check_master_weights, grad_scaler, resolv
 from .checkpoint import Checkpoint, run_record
 from .distributed import (TorchLoader, all_equal, as_loader, gather_rng_states, rank_world,
                                 reduce_sums, setup_distributed, shard, sum_ranks, wrap_model)
+if TYPE_CHECKING: import matplotlib.figure   # plot_history's annotation; not imported at run time
 
 def _rows(batch) -> int:
     "B: the rows of a batch, a tensor or a tuple of tensors with one first dimension"

@@ -10,7 +10,7 @@ import math, random
 from typing import Literal
 import torch
 import torch.nn.functional as F
-from torch import nn, Tensor
+from torch import Tensor
 from .mhsa import KVCache
 from .seq2seq import EncoderDecoder, mask_special, pad_batch
 from .text import BPETokenizer

@@ -1,10 +1,11 @@
 """Author-year labels for the bibliography, to match the author-year citations in the text.
 
-Sphinxcontrib-bibtex takes the in-text form from `bibtex_reference_style: author_year` (_config.yml), but
-the labels of the bibliography list come from a pybtex formatting style, and pybtex's own styles label
-entries `[Tur23]` (alpha) or `[1]` (plain). `txbook_author_year` is pybtex's plain style with labels
-"Turner 2023", "Xiong et al. 2020", "Hendrycks and Gimpel 2016" (a, b, ... appended on a clash).
-book/references.md selects it with `:style: txbook_author_year`; `register()` runs in the book extension's setup.
+Sphinxcontrib-bibtex takes the in-text form from `bibtex_reference_style: author_year`
+(_config.yml), but the labels of the bibliography list come from a pybtex formatting style, and
+pybtex's own styles label entries `[Tur23]` (alpha) or `[1]` (plain). `txbook_author_year` is
+pybtex's plain style with labels "Turner 2023", "Xiong et al. 2020", "Hendrycks and Gimpel 2016" (a,
+b, ... appended on a clash). book/references.md selects it with `:style: txbook_author_year`;
+`register()` runs in the book extension's setup.
 """
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ class AuthorYearLabelStyle(BaseLabelStyle):
         for entry in sorted_entries:
             label = author_year_label(entry)
             seen[label] = seen.get(label, 0) + 1
-            yield label if seen[label] == 1 else label + "abcdefghijklmnopqrstuvwxyz"[seen[label] - 1]
+            yield label if seen[label] == 1 \
+                else label + "abcdefghijklmnopqrstuvwxyz"[seen[label] - 1]
 
 
 class AuthorYearStyle(PlainStyle):

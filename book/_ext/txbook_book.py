@@ -10,19 +10,21 @@ the only copy of each chapter and the site never shows nbdev's plumbing.
 copied into `_static/mathjax/` from the pinned PyPI package `django-static-mathjax` (MathJax
 3.2.2, Apache-2.0; see `book/_static/mathjax/NOTICE.md`).
 
-`read_book` is the reader the site uses: `read_nbdev`, plus the outputs of the quick test pass when they fit.
-`tests/test_notebooks.py` executes every chapter as this build would (same reader, kernel, folder, timeout)
-and saves it in `_build/executed/` with its *key*: the hashes of the notebook and of the package `txbook/`,
-and the size line `txbook.core.size_note()` the chapter would print. When the key still matches here, the
-reader fills in the saved outputs and turns execution off for that notebook (myst-nb's per-notebook
-`mystnb.execution_mode`); any notebook without a matching record is executed as before.
+`read_book` is the reader the site uses: `read_nbdev`, plus the outputs of the quick test pass when
+they fit. `tests/test_notebooks.py` executes every chapter as this build would (same reader, kernel,
+folder, timeout) and saves it in `_build/executed/` with its *key*: the hashes of the notebook and
+of the package `txbook/`, and the size line `txbook.core.size_note()` the chapter would print. When
+the key still matches here, the reader fills in the saved outputs and turns execution off for that
+notebook (myst-nb's per-notebook `mystnb.execution_mode`); any notebook without a matching record is
+executed as before.
 
-`write_nbdev_pages` makes the addresses that nbdev writes into the package resolve on the site. nbdev
-names a chapter's page after the notebook without its number (`nbs/01_attention.ipynb` → `attention.html`,
-see `nbdev.config.nbpath2html`); its module docstrings link to `<doc_baseurl>/attention.html.md` (the page
-as Markdown) and `_modidx.py` to `<doc_baseurl>/attention.html#name`. With `doc_baseurl` at the book's
-`nbs/` folder, this writes `nbs/attention.html` (a redirect to `nbs/01_attention.html`, keeping the
-`#anchor`) and `nbs/attention.html.md` (the executed chapter as Markdown) for every chapter.
+`write_nbdev_pages` makes the addresses that nbdev writes into the package resolve on the site.
+nbdev names a chapter's page after the notebook without its number (`nbs/01_attention.ipynb` →
+`attention.html`, see `nbdev.config.nbpath2html`); its module docstrings link to
+`<doc_baseurl>/attention.html.md` (the page as Markdown) and `_modidx.py` to
+`<doc_baseurl>/attention.html#name`. With `doc_baseurl` at the book's `nbs/` folder, this writes
+`nbs/attention.html` (a redirect to `nbs/01_attention.html`, keeping the `#anchor`) and
+`nbs/attention.html.md` (the executed chapter as Markdown) for every chapter.
 """
 from __future__ import annotations
 
@@ -36,12 +38,13 @@ from pathlib import Path
 import nbformat
 from docutils import nodes
 
-__all__ = ["parse_directives", "directive_tags", "read_nbdev", "defined_names", "doc_anchor", "mathjax_dist",
-           "copy_mathjax", "nbdev_page",
+__all__ = ["parse_directives", "directive_tags", "read_nbdev", "defined_names", "doc_anchor",
+           "mathjax_dist", "copy_mathjax", "nbdev_page",
            "notebook_markdown", "write_nbdev_pages", "EXECUTED", "execution_key", "save_executed",
            "saved_executed", "read_book", "setup"]
 
-# `#| name`, `#| name: value` or `#| name value` (nbdev 3 accepts all three), only at the top of a cell
+# `#| name`, `#| name: value` or `#| name value` (nbdev 3 accepts all three), only at the top of a
+# cell
 _re_directive = re.compile(r"^\s*#\s*\|\s*([\w-]+)\s*:?\s*(.*?)\s*$")
 # a cell whose code is nothing but `show_doc(...)` calls
 _re_show_doc = re.compile(r"^\s*show_doc\(.*\)\s*$")
@@ -106,10 +109,12 @@ def read_nbdev(text: str) -> nbformat.NotebookNode:
         meta_dirs = cell.metadata.get("nbdev", {})  # nbdev 3 may keep directives in metadata
         dirs.update({k: str(v) for k, v in meta_dirs.items()})
         new = directive_tags(dirs, body)
-        if "remove-input" in new and not dirs:  # a show_doc cell: the names it documents, for their anchors
+        if "remove-input" in new and not dirs:
+            # a show_doc cell: the names it documents, for their anchors
             cell.metadata["txbook_show_doc"] = [m.group(1) for l in body.splitlines()
                                                 if (m := _re_show_doc_name.match(l))]
-        if {"export", "exports", "exporti"} & set(dirs):  # the names nbdev's symbol index finds in this cell
+        if {"export", "exports", "exporti"} & set(dirs):
+            # the names nbdev's symbol index finds in this cell
             cell.metadata["txbook_defines"] = defined_names(body)
         if not dirs and not new:
             continue  # plain code: left exactly as written
@@ -118,8 +123,9 @@ def read_nbdev(text: str) -> nbformat.NotebookNode:
     return nb
 
 
-# ------------------------------------------------------------------ the quick pass's executed notebooks
-# where tests/test_notebooks.py saves them: <stem>.ipynb (outputs) and <stem>.key.json (what they depend on)
+# -------------------------------------------------------------- the quick pass's executed notebooks
+# where tests/test_notebooks.py saves them: <stem>.ipynb (outputs) and <stem>.key.json (what they
+# depend on)
 EXECUTED = Path(__file__).resolve().parents[2] / "_build" / "executed"
 
 
@@ -151,11 +157,13 @@ def execution_key(text: str, root: str | Path, size: str) -> dict[str, str]:
     return {"source": source_hash(text), "package": package_hash(root), "size": size}
 
 
-def save_executed(nb: nbformat.NotebookNode, stem: str, key: dict, folder: str | Path = None) -> Path:
+def save_executed(nb: nbformat.NotebookNode, stem: str, key: dict,
+                  folder: str | Path = None) -> Path:
     "Save an executed notebook and then its key (the key last: a half-written record is never used)"
     folder = Path(folder or EXECUTED)
     folder.mkdir(parents=True, exist_ok=True)
-    for name, text in ((f"{stem}.ipynb", nbformat.writes(nb)), (f"{stem}.key.json", json.dumps(key, indent=1))):
+    for name, text in ((f"{stem}.ipynb", nbformat.writes(nb)),
+                       (f"{stem}.key.json", json.dumps(key, indent=1))):
         tmp = folder / f".{name}.tmp"
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, folder / name)
@@ -166,17 +174,20 @@ _key_cache: dict = {}
 
 
 def saved_executed(text: str, root: str | Path) -> tuple[Path, nbformat.NotebookNode] | None:
-    "The executed notebook in `root/_build/executed` whose key matches `text` now (text, package, size), or None"
+    """The executed notebook in `root/_build/executed` whose key matches `text` now (text, package,
+    size), or None"""
     folder = Path(root) / "_build" / "executed"
     src = source_hash(text)
     for kf in sorted(folder.glob("*.key.json")):
         key = json.loads(kf.read_text(encoding="utf-8"))
         if key.get("source") != src or key.get("reusable") is False:
             continue
-        if (str(root), "package") not in _key_cache:   # once per build: nothing changes while it runs
+        if (str(root), "package") not in _key_cache:
+            # once per build: nothing changes while it runs
             _key_cache[str(root), "package"] = package_hash(root)
             _key_cache[str(root), "size"] = _size_note()
-        if key.get("package") != _key_cache[str(root), "package"] or key.get("size") != _key_cache[str(root), "size"]:
+        if key.get("package") != _key_cache[str(root), "package"] \
+                or key.get("size") != _key_cache[str(root), "size"]:
             return None
         nbf = kf.with_name(kf.name.removesuffix(".key.json") + ".ipynb")
         return (nbf, nbformat.read(nbf, as_version=4)) if nbf.exists() else None
@@ -184,7 +195,8 @@ def saved_executed(text: str, root: str | Path) -> tuple[Path, nbformat.Notebook
 
 
 def _fill_outputs(nb: nbformat.NotebookNode, ex: nbformat.NotebookNode) -> bool:
-    "Copy the outputs of `ex` (the same notebook, executed) into `nb`; False, touching nothing, if they differ"
+    """Copy the outputs of `ex` (the same notebook, executed) into `nb`; False, touching nothing, if
+    they differ"""
     same = len(nb.cells) == len(ex.cells) and all(
         (a.cell_type, a.get("id"), a.source) == (b.cell_type, b.get("id"), b.source)
         for a, b in zip(nb.cells, ex.cells))
@@ -196,28 +208,32 @@ def _fill_outputs(nb: nbformat.NotebookNode, ex: nbformat.NotebookNode) -> bool:
     for k in ("language_info", "widgets"):  # what executing adds to the notebook's metadata
         if k in ex.metadata:
             nb.metadata[k] = ex.metadata[k]
-    nb.metadata.setdefault("mystnb", {})["execution_mode"] = "off"  # myst-nb: do not execute this one
+    # myst-nb: do not execute this one
+    nb.metadata.setdefault("mystnb", {})["execution_mode"] = "off"
     return True
 
 
 def read_book(text: str) -> nbformat.NotebookNode:
-    "The site's reader: `read_nbdev`, with the quick pass's outputs when its record matches (else myst-nb executes)"
+    """The site's reader: `read_nbdev`, with the quick pass's outputs when its record matches (else
+    myst-nb executes)"""
     nb = read_nbdev(text)
     found = saved_executed(text, _root)
     if found is not None and _fill_outputs(nb, found[1]):
         from sphinx.util import logging
-        logging.getLogger(__name__).info(f"[txbook] outputs from the quick test pass: {found[0].name}")
+        logging.getLogger(__name__).info("[txbook] outputs from the quick test pass: "
+                                         f"{found[0].name}")
     return nb
 
 
-_root = Path(__file__).resolve().parents[2]  # the book's source folder (set again when Sphinx starts)
+# the book's source folder (set again when Sphinx starts)
+_root = Path(__file__).resolve().parents[2]
 
 
 # What the site needs of MathJax's es5 distribution: the combined TeX/MathML → CommonHTML component,
 # its fonts, the TeX extensions it autoloads (\boldsymbol, \cancel, ...), and what its menu loads on
 # request (accessibility explorer, speech rules, menu parts), so nothing is ever fetched from a CDN.
-MATHJAX_FILES = ["tex-mml-chtml.js", "output/chtml/fonts", "input/tex/extensions", "input/mml/extensions",
-                 "a11y", "sre", "ui", "adaptors"]
+MATHJAX_FILES = ["tex-mml-chtml.js", "output/chtml/fonts", "input/tex/extensions",
+                 "input/mml/extensions", "a11y", "sre", "ui", "adaptors"]
 
 
 def mathjax_dist() -> Path:
@@ -225,16 +241,18 @@ def mathjax_dist() -> Path:
     try:
         import mathjax  # the PyPI package django-static-mathjax (a pinned copy of MathJax 3.2.2)
     except ImportError as e:
-        raise RuntimeError("MathJax for the offline site is missing: pip install django-static-mathjax "
-                           "(listed in txbook's dev extra)") from e
+        raise RuntimeError("MathJax for the offline site is missing: pip install "
+                           "django-static-mathjax (listed in txbook's dev extra)") from e
     root = Path(mathjax.__file__).parent / "static" / "mathjax"
     if not (root / "es5" / "tex-mml-chtml.js").exists():
-        raise RuntimeError(f"no es5/tex-mml-chtml.js in {root}: is django-static-mathjax 3.x installed?")
+        raise RuntimeError(f"no es5/tex-mml-chtml.js in {root}: is django-static-mathjax 3.x "
+                           "installed?")
     return root / "es5"
 
 
 def copy_mathjax(outdir: str | Path) -> Path:
-    "Copy MathJax (the files the site uses, and its LICENSE) into `outdir/_static/mathjax`; returns that folder"
+    """Copy MathJax (the files the site uses, and its LICENSE) into `outdir/_static/mathjax`;
+    returns that folder"""
     src = mathjax_dist()
     dest = Path(outdir) / "_static" / "mathjax"
     for rel in MATHJAX_FILES:
@@ -249,7 +267,8 @@ def copy_mathjax(outdir: str | Path) -> Path:
 
 
 def nbdev_page(nb_name: str) -> str:
-    "The page name nbdev gives notebook `nb_name` (`01_attention.ipynb` → `attention.html`), as nbpath2html"
+    """The page name nbdev gives notebook `nb_name` (`01_attention.ipynb` → `attention.html`), as
+    nbpath2html"""
     return re.sub(r"^\d+[a-zA-Z0-9]*_", "", Path(nb_name).name.lower()).rsplit(".", 1)[0] + ".html"
 
 
@@ -275,7 +294,8 @@ def _text(out: dict) -> str | None:
 
 
 def notebook_markdown(source: str, executed: str | None = None) -> str:
-    "The chapter as Markdown, as the site shows it: nbdev directives applied, text outputs of `executed` kept"
+    """The chapter as Markdown, as the site shows it: nbdev directives applied, text outputs of
+    `executed` kept"""
     nb = read_nbdev(source)
     outs = nbformat.reads(executed, as_version=4).cells if executed else None
     parts = []
@@ -300,9 +320,11 @@ def notebook_markdown(source: str, executed: str | None = None) -> str:
     return "\n\n".join(p.strip("\n") for p in parts if p.strip()) + "\n"
 
 
-def write_nbdev_pages(outdir: str | Path, srcdir: str | Path, executed_dir: str | Path | None = None,
+def write_nbdev_pages(outdir: str | Path, srcdir: str | Path,
+                      executed_dir: str | Path | None = None,
                       titles: dict[str, str] | None = None) -> list[Path]:
-    "Write nbdev's page names for every chapter in `srcdir/nbs` into `outdir/nbs`; returns the files written"
+    """Write nbdev's page names for every chapter in `srcdir/nbs` into `outdir/nbs`; returns the
+    files written"""
     outdir, srcdir = Path(outdir), Path(srcdir)
     written = []
     for nb in sorted((srcdir / "nbs").glob("*.ipynb")):
@@ -310,7 +332,8 @@ def write_nbdev_pages(outdir: str | Path, srcdir: str | Path, executed_dir: str 
         alias = outdir / "nbs" / nbdev_page(nb.name)
         if not page.exists():
             continue
-        if alias != page:   # an appendix page keeps its name (no number to drop): no redirect, only the .md
+        if alias != page:
+            # an appendix page keeps its name (no number to drop): no redirect, only the .md
             title = (titles or {}).get(f"nbs/{nb.stem}", nb.stem)
             alias.write_text(_REDIRECT.format(target=page.name, title=title.replace("<", "&lt;")))
             written.append(alias)
@@ -330,14 +353,16 @@ def write_nbdev_pages(outdir: str | Path, srcdir: str | Path, executed_dir: str 
 
 
 def _dedupe_scripts(app, pagename, templatename, context, doctree):
-    "Each script once per page: sphinx-thebe registers its inline `const THEBE_JS_URL` twice (a SyntaxError)"
+    """Each script once per page: sphinx-thebe registers its inline `const THEBE_JS_URL` twice (a
+    SyntaxError)"""
     scripts = context.get("script_files")
     if not scripts:
         return
     seen, keep = set(), []
     for js in scripts:
         name = getattr(js, "filename", js) or ""  # an inline script's filename is None or ''
-        key = (str(name), tuple(sorted((k, str(v)) for k, v in getattr(js, "attributes", {}).items())))
+        key = (str(name),
+               tuple(sorted((k, str(v)) for k, v in getattr(js, "attributes", {}).items())))
         if key not in seen:
             seen.add(key)
             keep.append(js)
@@ -345,7 +370,8 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree):
 
 
 def defined_names(code: str) -> list[str]:
-    "What nbdev's `_modidx.py` indexes in an exported cell: its functions and classes, and each class's methods"
+    """What nbdev's `_modidx.py` indexes in an exported cell: its functions and classes, and each
+    class's methods"""
     import ast
     try:
         tree = ast.parse(code)
@@ -373,8 +399,9 @@ def doc_anchor(name: str) -> str:
 
 
 def _add_doc_anchors(app, doctree):
-    """Give cells the ids nbdev's symbol index links to (`attention.html#attention_weights`): a name's show_doc
-    cell, else the exported cell that defines it; a section of the same name (the chapter `attention`) keeps its id"""
+    """Give cells the ids nbdev's symbol index links to (`attention.html#attention_weights`): a
+    name's show_doc cell, else the exported cell that defines it; a section of the same name (the
+    chapter `attention`) keeps its id"""
     cells = [n for n in doctree.findall(nodes.container) if n.get("nb_element") == "cell_code"]
     for key in ("txbook_show_doc", "txbook_defines"):
         for node in cells:
@@ -394,16 +421,18 @@ def _builder_inited(app):
 
 
 def _build_finished(app, exc):
-    if app.builder.format == "html":  # also after a --keep-going build with errors, so its pages can be inspected
+    if app.builder.format == "html":
+        # also after a --keep-going build with errors, so its pages can be inspected
         copy_mathjax(app.outdir)
         titles = {d: t.astext() for d, t in app.env.titles.items()}
-        write_nbdev_pages(app.outdir, app.srcdir, Path(app.outdir).parent / "jupyter_execute", titles)
+        write_nbdev_pages(app.outdir, app.srcdir, Path(app.outdir).parent / "jupyter_execute",
+                          titles)
 
 
 def _write_root_index(app, exc):
     "The site root's index.html: a redirect to the landing page that also names the favicon"
-    # sphinx-external-toc writes a bare redirect here when none exists; a browser that loads it asks for
-    # /favicon.ico (a 404 in the console), so ours comes first and says where the icon is.
+    # sphinx-external-toc writes a bare redirect here when none exists; a browser that loads it asks
+    # for /favicon.ico (a 404 in the console), so ours comes first and says where the icon is.
     if app.builder.format != "html" or exc is not None:
         return
     landing = f"{app.config.root_doc}.html"
@@ -416,12 +445,14 @@ def _write_root_index(app, exc):
 
 
 def setup(app):
-    "The Sphinx extension: MathJax shipped with the site, nbdev's page names; the reader is in `nb_custom_formats`"
+    """The Sphinx extension: MathJax shipped with the site, nbdev's page names; the reader is in
+    `nb_custom_formats`"""
     from txbook_bibstyle import register as register_bibstyle  # `:style: txbook_author_year` (H6)
     register_bibstyle()
     app.connect("builder-inited", _builder_inited)
     app.connect("build-finished", _build_finished)
-    app.connect("build-finished", _write_root_index, priority=400)  # before sphinx-external-toc's (500)
+    # before sphinx-external-toc's (500)
+    app.connect("build-finished", _write_root_index, priority=400)
     app.connect("html-page-context", _dedupe_scripts, priority=100)
     app.connect("doctree-read", _add_doc_anchors)  # early: the event stops at a result
     return {"version": "0.2", "parallel_read_safe": True, "parallel_write_safe": True}
