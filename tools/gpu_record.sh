@@ -9,6 +9,7 @@
 # What travels: the working tree (the notebooks, txbook/, tools/), shared/data (the datasets, which `run` names
 # to txbook.data with TXBOOK_DATA), and .whl/ (carry it). The GPU image has torch, numpy, matplotlib, einops,
 # safetensors, transformers, sacrebleu, scikit-learn and timm; the wheels add what the pages and nbclient need besides.
+# (pooch, which txbook.data imports, and requests under it are carried: the image may lack them.)
 # A page's record is results/full/<page>.json (tools/run_full.py); the records and the rendered notebooks come back
 # as two files under $OUT: records.tar.gz and rendered.patch (apply with `git apply`).
 set -euo pipefail
@@ -19,7 +20,8 @@ shift || true
 WHEELS="fastcore fastprogress num2words nbclient nbformat fastjsonschema jsonschema jsonschema-specifications
 referencing rpds-py jupyter_client jupyter_core platformdirs traitlets pyzmq tornado ipykernel comm debugpy ipython
 decorator jedi parso matplotlib-inline pexpect ptyprocess prompt_toolkit wcwidth stack_data asttokens executing
-pure_eval nest_asyncio ipython_pygments_lexers"
+pure_eval nest_asyncio ipython_pygments_lexers
+pooch requests urllib3 idna charset-normalizer certifi packaging"
 
 case "$what" in
 pack)
@@ -39,7 +41,7 @@ run)
   jobs=${1:-4}
   shift || true
   size=${SIZE:-full}
-  if ! python3 -c 'import nbclient, fastcore, fastprogress, num2words' 2>/dev/null; then
+  if ! python3 -c 'import nbclient, fastcore, fastprogress, num2words, pooch' 2>/dev/null; then
     # the GPU machine: nothing can be fetched there, the carried wheels hold what its image lacks
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"

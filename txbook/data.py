@@ -6,21 +6,20 @@ Docs: https://txbook.github.io/txbook/nbs/e_data.html.md"""
 
 # %% ../nbs/e_data.ipynb #c6dae3ba
 from __future__ import annotations
-import gzip, hashlib, os, pickle, shutil, tarfile, tempfile, urllib.request
+import gzip, hashlib, os, pickle, tarfile
 from pathlib import Path
 from typing import Callable, Literal
 import numpy as np
+import pooch                                    # downloads checked against a known digest
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from .core import commit_file                   # appendix A: a file written whole
 
 # %% auto #0
 __all__ = ['SHAKESPEARE_URL', 'SHAKESPEARE_SHA256', 'MNIST_FILES', 'MNIST_URLS', 'MNIST_SHA256', 'IDX_SHA256', 'FASHION_CLASSES',
            'MNIST_MEAN', 'MNIST_STD', 'FASHION_MEAN', 'FASHION_STD', 'MNIST_STATS', 'CIFAR10_URL', 'CIFAR10_SHA256',
-           'CIFAR10_CLASSES', 'data_dir', 'cache_dir', 'file_sha256', 'download', 'load_tinyshakespeare', 'read_idx',
-           'load_mnist', 'normalise', 'load_cifar10', 'random_crop', 'random_hflip', 'augment', 'TensorLoader',
-           'EpochLoader']
+           'CIFAR10_CLASSES', 'data_dir', 'cache_dir', 'download', 'load_tinyshakespeare', 'read_idx', 'load_mnist',
+           'normalise', 'load_cifar10', 'random_crop', 'random_hflip', 'augment', 'TensorLoader', 'EpochLoader']
 
 # %% ../nbs/e_data.ipynb #ecc739e0
 def data_dir(name:str|None=None,   # a dataset folder in the data root, e.g. 'mnist' (not checked)
@@ -45,32 +44,19 @@ def cache_dir(name:str, # a dataset name, e.g. 'cifar10'
     return Path(env or '~/.cache/txbook').expanduser() / name
 
 # %% ../nbs/e_data.ipynb #c305985a
-def file_sha256(path:str|Path) -> str:
-    "Hex SHA-256 digest of a file, read in 1 MiB chunks"
-    h = hashlib.sha256()
-    with open(path, 'rb') as f:
-        for chunk in iter(lambda: f.read(1 << 20), b''): h.update(chunk)
-    return h.hexdigest()
-
-def download(url:str,         # http(s):// or file:// URL
+def download(url:str,         # an http(s):// or ftp:// URL (pooch has no file:// downloader)
              dest:str|Path,   # where the file should end up
              sha256:str,      # the expected hex SHA-256 of the file
             ) -> Path:
     "Fetch `url` to `dest` unless `dest` already has the right digest; ValueError if it differs"
     dest = Path(dest)
-    if dest.is_file() and file_sha256(dest) == sha256: return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=dest.name + '.', suffix='.part')
-    try:
-        with os.fdopen(fd, 'wb') as f, urllib.request.urlopen(url, timeout=60) as r:
-            shutil.copyfileobj(r, f)
-        got = file_sha256(tmp)
-        if got != sha256:
-            raise ValueError(f"SHA-256 mismatch for {url}: expected {sha256}, got {got}")
-        commit_file(tmp, dest)
-    finally:
-        if os.path.exists(tmp): os.remove(tmp)
-    return dest
+    old = dest.stat().st_ino if dest.is_file() else None  # a copy there already (kept if right)
+    p = Path(pooch.retrieve(url, known_hash=f'sha256:{sha256}', fname=dest.name,
+                            path=dest.parent, progressbar=False))
+    if p.stat().st_ino != old:                            # downloaded now: pooch's 0600 file
+        mask = os.umask(0o022); os.umask(mask)            # read the umask, and put it back
+        os.chmod(p, 0o666 & ~mask)
+    return p
 
 # %% ../nbs/e_data.ipynb #df8a0f5d
 def _locate(name:str, fname:str, urls:list[str], sha256:str, path:str|Path|None=None) -> Path:
@@ -99,7 +85,7 @@ def _verified(path:Path,     # a local copy `_locate` found (or downloaded)
     st = path.stat()
     key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
     if _verified_files.get(key) != sha256:
-        got = file_sha256(path)
+        got = pooch.file_hash(path)
         if got != sha256:
             raise ValueError(f"{path} is not the expected file: its SHA-256 is {got}, expected "
                              f"{sha256}; remove it (the official file is then downloaded) or pass "
