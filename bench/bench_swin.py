@@ -135,15 +135,11 @@ def train_rows(args, rows: dict) -> tuple[dict, dict]:
 
     jobs = [(name, seed) for name in rows for seed in args.seeds]
     w = max(1, args.workers)
-    with Stopwatch() as total:
-        outs = []
-        for i in range(0, len(jobs), w):
-            chunk = jobs[i:i + w]
-            done = fork_map(run, chunk, threads=args.threads) if w > 1 else [run(j) for j in chunk]
-            for (name, seed), o in zip(chunk, done):
-                print(f"{name:32s} seed {seed}: top-1 {100 * o[0]:.2f} %, top-5 {100 * o[1]:.2f} % "
-                      f"({o[2]:.0f} s)", flush=True)
-            outs += done
+    with Stopwatch() as total:   # w > 1: a pool of w processes, each freed one takes the next job
+        outs = fork_map(run, jobs, threads=args.threads, workers=w) if w > 1 else [run(j) for j in jobs]
+    for (name, seed), o in zip(jobs, outs):
+        print(f"{name:32s} seed {seed}: top-1 {100 * o[0]:.2f} %, top-5 {100 * o[1]:.2f} % "
+              f"({o[2]:.0f} s)", flush=True)
     res = {name: {'top1': [], 'top5': [], 'seconds': []} for name in rows}
     for (name, seed), o in zip(jobs, outs):
         res[name]['top1'].append(o[0]); res[name]['top5'].append(o[1]); res[name]['seconds'].append(round(o[2], 2))
