@@ -181,9 +181,9 @@ def fork_map(fn:Callable,    # called as fn(a); returns what `torch.save` saves 
                 if p.pid not in before: p.terminate()
         pool.shutdown(wait=True, cancel_futures=True)
     if done: return results
-    if failed is None:                                      # the job still marked running died
-        died = [i for i in range(len(args)) if state[i] > 0]
-        i = died[0] if died else next(i for i in range(len(args)) if state[i] != _DONE)
-        failed = i, "its process died without a traceback (os._exit, a signal, out of memory)"
+    if failed is None:                          # a worker died: its job is the one still running
+        running = [i for i in range(len(args)) if state[i] > 0]
+        if not running: raise RuntimeError("fork_map: a worker process died outside any job")
+        failed = running[0], "its process died, no traceback (os._exit, a signal, out of memory)"
     i, why = failed
     raise RuntimeError(f"fork_map: fn({args[i]!r}) failed:\n{why}")
