@@ -1,31 +1,37 @@
 #!/usr/bin/env python
-"""Time txbook's MultiHeadAttention against torch.nn.MultiheadAttention, forward + backward, on the same shapes.
+"""Time txbook's MultiHeadAttention against torch.nn.MultiheadAttention, forward + backward, on the
+same shapes.
 
-usage: python bench/bench_mhsa.py [--reps 21] [--warmup 3] [--threads T] [--sizes 64 256 1024] [--device cpu]
-                                  [--profile] [--json results/bench/02_mhsa/bench_mhsa.json]
+usage: python bench/bench_mhsa.py [--reps 21] [--warmup 3] [--threads T] [--sizes 64 256 1024]
+                                  [--device cpu] [--profile]
+                                  [--json results/bench/02_mhsa/bench_mhsa.json]
 
-Both modules hold the same weights (`mha_from_torch`). PyTorch is called with need_weights=False, the fair
-comparison: with need_weights=True it materialises and averages the (B, H, N, N) weights instead of using the
-fused kernel. Each measurement is one forward + backward of sum(y) w.r.t. the input and all parameters, read by
-`txbook.perf.Stopwatch` (wall-clock and process CPU seconds; it waits for the GPU at both ends).
+Both modules hold the same weights (`mha_from_torch`). PyTorch is called with need_weights=False,
+the fair comparison: with need_weights=True it materialises and averages the (B, H, N, N) weights
+instead of using the fused kernel. Each measurement is one forward + backward of sum(y) w.r.t. the
+input and all parameters, read by `txbook.perf.Stopwatch` (wall-clock and process CPU seconds; it
+waits for the GPU at both ends).
 
-The floor. Every round times four calls, interleaved (their order rotates from round to round, so that machine
-noise hits all four alike): our module, PyTorch's, and the two parts that any module computing this layer with
-these kernels must run, each on its own with its inputs as leaf tensors: the attention kernel
-(`F.scaled_dot_product_attention` on contiguous (B, H, N, Dh) queries, keys and values, forward + backward) and
-the products (the layer's two `nn.Linear`s, D -> 3D and D -> D, forward + backward). All four are summarised by
-the same statistic, the median over `reps` rounds after `warmup` rounds, and
+The floor. Every round times four calls, interleaved (their order rotates from round to round, so
+that machine noise hits all four alike): our module, PyTorch's, and the two parts that any module
+computing this layer with these kernels must run, each on its own with its inputs as leaf tensors:
+the attention kernel (`F.scaled_dot_product_attention` on contiguous (B, H, N, Dh) queries, keys and
+values, forward + backward) and the products (the layer's two `nn.Linear`s, D -> 3D and D -> D,
+forward + backward). All four are summarised by the same statistic, the median over `reps` rounds
+after `warmup` rounds, and
 
-    ratio = ours / torch,    floor = (kernel + products) / torch,    rest = module - kernel - products,
+    ratio = ours / torch,  floor = (kernel + products) / torch,  rest = module - kernel - products,
 
-so the table's columns add up: `floor` is the ratio of a module whose "rest" (copies, the split's gradient,
-bookkeeping) took no time. The fastest run of each is printed too (on a shared machine it is the estimate least
-disturbed by other work), and the median of the process CPU time (all threads). The record stores the raw
-per-round times and the machine's load average at the start and at the end: a record made on a busy machine is
-noisier, and the book's should be made on an idle one.
+so the table's columns add up: `floor` is the ratio of a module whose "rest" (copies, the split's
+gradient, bookkeeping) took no time. The fastest run of each is printed too (on a shared machine it
+is the estimate least disturbed by other work), and the median of the process CPU time (all
+threads). The record stores the raw per-round times and the machine's load average at the start and
+at the end: a record made on a busy machine is noisier, and the book's should be made on an idle
+one.
 
-With --profile, each N is also profiled (torch.profiler, 5 steps per module) and the operators outside the kernel
-and the products are printed by self time: what each module's "rest" is made of (printed only, not recorded).
+With --profile, each N is also profiled (torch.profiler, 5 steps per module) and the operators
+outside the kernel and the products are printed by self time: what each module's "rest" is made of
+(printed only, not recorded).
 """
 import argparse, datetime, json, os, platform, shlex, statistics, sys
 from pathlib import Path
@@ -37,7 +43,7 @@ from txbook.mhsa import mha_from_torch
 
 
 def timed(fn, leaves):
-    "One call of `fn` (a forward + backward) after clearing the gradients of `leaves`: (wall s, CPU s)"
+    "One call of `fn` (forward + backward) after clearing the grads of `leaves`: (wall s, CPU s)"
     for t in leaves: t.grad = None
     with Stopwatch() as sw:                                 # waits for the GPU at both ends
         fn()
@@ -45,7 +51,8 @@ def timed(fn, leaves):
 
 
 def setup(B, N, D, H, device):
-    "The four calls to time, {name: (fn, leaves)}: our module, PyTorch's, the kernel alone, the products alone"
+    """The four calls to time, {name: (fn, leaves)}: our module, PyTorch's, the kernel alone, the
+    products alone"""
     torch.manual_seed(0)
     ref = nn.MultiheadAttention(D, H, batch_first=True).to(device)
     ours = mha_from_torch(ref).to(device)
@@ -72,7 +79,7 @@ def setup(B, N, D, H, device):
 
 
 def bench(B, N, D, H, reps, warmup, device):
-    "Interleaved rounds of the four calls: per-round wall and CPU seconds of each, after the warm-up"
+    "Interleaved rounds of the four calls: per-round wall and CPU seconds of each, after warm-up"
     calls = setup(B, N, D, H, device)
     names = list(calls)
     wall = {k: [] for k in names}
@@ -104,7 +111,7 @@ def row(N, wall, cpu):
 
 
 def profile_rest(B, N, D, H, steps, device, top=5):
-    "Print, per module, the operators outside the kernel and the products by self time per step (ms)"
+    "Per module, print the operators outside the kernel and the products by self time per step (ms)"
     from torch.profiler import profile, ProfilerActivity
     calls = setup(B, N, D, H, device)
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith('cuda') else [])

@@ -1,25 +1,27 @@
-"""Table 1 of the position-labels paper (Zhang, Gong & Wu), larger than chapter 15 can afford on a CPU.
+"""Table 1 of the position-labels paper (Zhang, Gong & Wu), larger than chapter 15 can afford on a
+CPU.
 
-A ViT on Fashion-MNIST with {position embedding, none} x {no labels, APL, RPL}, in the paper's recipe (CLS token,
-MSE heads) and the official code's (mean of the patches, the code's cross-entropy heads); the same seeds, data,
-batches, steps and model for every row; top-1 and top-5 test accuracy with the heads dropped (chapter 15's
-`txbook.table1.table1`). Prints a Markdown table (mean ± sample std over seeds, every seed's value) and the
-verdict of every claim of the paper (chapter 15's `judge`: a paired t test on the per-seed differences, appendix
-B). With --json, writes the record chapter 15 reads: every seed's accuracies, the command, the commit, the seeds
-and the machine.
+A ViT on Fashion-MNIST with {position embedding, none} x {no labels, APL, RPL}, in the paper's
+recipe (CLS token, MSE heads) and the official code's (mean of the patches, the code's cross-entropy
+heads); the same seeds, data, batches, steps and model for every row; top-1 and top-5 test accuracy
+with the heads dropped (chapter 15's `txbook.table1.table1`). Prints a Markdown table (mean ± sample
+std over seeds, every seed's value) and the verdict of every claim of the paper (chapter 15's
+`judge`: a paired t test on the per-seed differences, appendix B). With --json, writes the record
+chapter 15 reads: every seed's accuracies, the command, the commit, the seeds and the machine.
 
     python bench/bench_poslabels.py                       # CPU: 10,000 images, 3 epochs, 5 seeds
     python bench/bench_poslabels.py --workers 2 --json results/bench/15_table1/table1.json
-    python bench/bench_poslabels.py --n-train 60000 --epochs 30 --patch 4 --d-model 192 --depth 6 --heads 6
+    python bench/bench_poslabels.py --n-train 60000 --epochs 30 --patch 4 --d-model 192 --depth 6 \
+        --heads 6
 """
 from __future__ import annotations
-import argparse, json, os, sys, time
+import argparse, json, os, sys
 from pathlib import Path
 import torch
 from txbook.core import default_device
 from txbook.perf import Stopwatch
 from txbook.data import load_mnist, normalise
-from txbook.table1 import ROWS, RECIPES, table1, row_name, controls, judge, show_seeds
+from txbook.table1 import ROWS, table1, row_name, controls, judge, show_seeds
 
 ROOT = Path(__file__).resolve().parents[1]
 

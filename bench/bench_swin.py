@@ -1,22 +1,26 @@
-"""Chapters 11, 12 and 16 at larger sizes than the chapter can afford: the cost of ViT vs Swin, the ablations
-and the position-labels paper's Table 2.
+"""Chapters 11, 12 and 16 at larger sizes than the chapter can afford: the cost of ViT vs Swin, the
+ablations and the position-labels paper's Table 2.
 
     python bench/bench_swin.py cost [--sides 32 64 128 256 384 512] [--threads 1]
-    python bench/bench_swin.py ablation [--n-train 60000] [--epochs 10] [--seeds 0 1 2 3 4] [--width 64]
-    python bench/bench_swin.py table2 [--n-train 60000] [--epochs 10] [--seeds 0 1 2 3 4] [--width 64]
+    python bench/bench_swin.py ablation [--n-train 60000] [--epochs 10] [--seeds 0 1 2 3 4] \
+        [--width 64]
+    python bench/bench_swin.py table2 [--n-train 60000] [--epochs 10] [--seeds 0 1 2 3 4] \
+        [--width 64]
 
-`cost`: FLOPs (PyTorch's FLOP counter on the meta device, so the attention products are counted) and the
-time of one forward pass (txbook.perf.time_it: torch.utils.benchmark's median) of a ViT and a one-stage Swin of the same width
-(D=64) and depth (2), patches of 4, windows of 8, as the image side grows; prints a Markdown table and the
-growth exponents (least-squares slope of log cost against log N).
+`cost`: FLOPs (PyTorch's FLOP counter on the meta device, so the attention products are counted) and
+the time of one forward pass (txbook.perf.time_it: torch.utils.benchmark's median) of a ViT and a
+one-stage Swin of the same width (D=64) and depth (2), patches of 4, windows of 8, as the image side
+grows; prints a Markdown table and the growth exponents (least-squares slope of log cost against log
+N).
 
-`ablation`: the slides' Swin ablations (chapter 12: shifted vs not; relative bias vs absolute embedding vs
-none) on Fashion-MNIST with the chapter's tiny Swin (32x32 padded images, patches of 4, windows of 4, depths
-(2, 2)), on the best device. `table2`: the position-labels paper's Table 2 (chapter 16: position encoding = the
-relative bias, on or off; no labels, APL or RPL; the paper's MSE heads and the official code's heads) on the
-same model. Both print mean ± sample std over the seeds of the top-1 and top-5 accuracy on all 10,000 test
-images, and with --json write the record chapters 12 and 16 read (every seed's accuracies, the command, the
-commit, the seeds and the machine). --workers N runs N trainings side by side (one process of --threads each).
+`ablation`: the slides' Swin ablations (chapter 12: shifted vs not; relative bias vs absolute
+embedding vs none) on Fashion-MNIST with the chapter's tiny Swin (32x32 padded images, patches of 4,
+windows of 4, depths (2, 2)), on the best device. `table2`: the position-labels paper's Table 2
+(chapter 16: position encoding = the relative bias, on or off; no labels, APL or RPL; the paper's
+MSE heads and the official code's heads) on the same model. Both print mean ± sample std over the
+seeds of the top-1 and top-5 accuracy on all 10,000 test images, and with --json write the record
+chapters 12 and 16 read (every seed's accuracies, the command, the commit, the seeds and the
+machine). --workers N runs N trainings side by side (one process of --threads each).
 """
 from __future__ import annotations
 import argparse, json, math, os, sys
@@ -116,7 +120,8 @@ def topk(logits: Tensor, y: Tensor, k: int) -> float:
 
 
 def train_rows(args, rows: dict) -> tuple[dict, dict]:
-    "Train every row (name -> (Swin options, labels, head kind)) with every seed; per-seed results, timing"
+    """Train every row (name -> (Swin options, labels, head kind)) with every seed: per-seed
+    results, timing"""
     dev = torch.device(args.device) if args.device else default_device()
     xtr, ytr = load_mnist('fashion-mnist', 'train')
     xte, yte = load_mnist('fashion-mnist', 'test')
@@ -146,15 +151,12 @@ def train_rows(args, rows: dict) -> tuple[dict, dict]:
 
     jobs = [(name, seed) for name in rows for seed in args.seeds]
     w = max(1, args.workers)
-    with Stopwatch() as total:
-        outs = []
-        for i in range(0, len(jobs), w):
-            chunk = jobs[i:i + w]
-            done = fork_map(run, chunk, threads=args.threads) if w > 1 else [run(j) for j in chunk]
-            for (name, seed), o in zip(chunk, done):
-                print(f"{name:32s} seed {seed}: top-1 {100 * o[0]:.2f} %, top-5 {100 * o[1]:.2f} % "
-                      f"({o[2]:.0f} s)", flush=True)
-            outs += done
+    with Stopwatch() as total:   # w > 1: a pool of w processes, each freed one takes the next job
+        outs = (fork_map(run, jobs, threads=args.threads, workers=w) if w > 1
+                else [run(j) for j in jobs])
+    for (name, seed), o in zip(jobs, outs):
+        print(f"{name:32s} seed {seed}: top-1 {100 * o[0]:.2f} %, top-5 {100 * o[1]:.2f} % "
+              f"({o[2]:.0f} s)", flush=True)
     res = {name: {'top1': [], 'top5': [], 'seconds': []} for name in rows}
     for (name, seed), o in zip(jobs, outs):
         res[name]['top1'].append(o[0]); res[name]['top5'].append(

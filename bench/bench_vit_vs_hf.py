@@ -1,25 +1,29 @@
 #!/usr/bin/env python
-"""txbook's ViT against Hugging Face's `ViTForImageClassification`: train-step and inference time, same weights.
+"""txbook's ViT against Hugging Face's `ViTForImageClassification`: train-step and inference time,
+same weights.
 
-Both models hold the same weights (`ViT.from_hf`), get the same batch, and are timed in one process, interleaved
-(ours, theirs, ours, theirs, ... with the order alternating every round), so that a busy machine slows both alike.
-The script prints the median time of each and the ratio txbook / Hugging Face (below 1 = txbook is faster).
-A train step is forward + cross-entropy + backward + AdamW step; inference is a forward in eval mode under
-`torch.inference_mode()`. Before timing it checks that both give the same logits. Each call is read
-by `txbook.perf.Stopwatch` (it waits for the GPU at both ends); the script reports the median
-wall-clock time and the median process CPU time (all threads); on a machine shared with other work
-the CPU time is the steadier of the two.
+Both models hold the same weights (`ViT.from_hf`), get the same batch, and are timed in one process,
+interleaved (ours, theirs, ours, theirs, ... with the order alternating every round), so that a busy
+machine slows both alike. The script prints the median time of each and the ratio txbook / Hugging
+Face (below 1 = txbook is faster). A train step is forward + cross-entropy + backward + AdamW step;
+inference is a forward in eval mode under `torch.inference_mode()`. Before timing it checks that
+both give the same logits. Each call is read by `txbook.perf.Stopwatch` (it waits for the GPU at
+both ends); the script reports the median wall-clock time and the median process CPU time (all
+threads); on a machine shared with other work the CPU time is the steadier of the two.
 
-Default configuration (issue 8): image 32, patch 4, D 192, depth 6, 3 heads, MLP 768, batch 64, 2 CPU threads.
+Default configuration (issue 8): image 32, patch 4, D 192, depth 6, 3 heads, MLP 768, batch 64, 2
+CPU threads.
 
-With `--compile` it also times both models wrapped in `torch.compile` (inductor; needs a C++ compiler on a
-CPU), compiled against compiled, after one untimed call each that compiles them (the compile time is printed).
+With `--compile` it also times both models wrapped in `torch.compile` (inductor; needs a C++
+compiler on a CPU), compiled against compiled, after one untimed call each that compiles them (the
+compile time is printed).
 
-With `--json PATH` it also writes the rows, the configuration and where they were measured (commit, command,
-machine, load average, versions) to PATH: chapter 10 reads its table from results/bench/10_vit/.
+With `--json PATH` it also writes the rows, the configuration and where they were measured (commit,
+command, machine, load average, versions) to PATH: chapter 10 reads its table from
+results/bench/10_vit/.
 
-usage: python bench/bench_vit_vs_hf.py [--rounds 15] [--threads 2] [--batch 64] [--profile] [--compile]
-                                       [--json PATH]
+usage: python bench/bench_vit_vs_hf.py [--rounds 15] [--threads 2] [--batch 64] [--profile]
+                                       [--compile] [--json PATH]
 """
 import argparse, datetime, json, os, platform, statistics, sys
 from pathlib import Path
@@ -94,7 +98,7 @@ def profile(name, fn, n=5):
 
 
 def compiled_rows(ours, hf, x, y, args):
-    "Train-step and inference rows for both models under `torch.compile` (compiled once, before timing)"
+    "Train-step and inference rows for both models under `torch.compile` (compiled before timing)"
     c_ours, c_hf = torch.compile(ours), torch.compile(hf)
     rows = []
     for name, mode in (('compiled train step', 'train'), ('compiled inference', 'eval')):

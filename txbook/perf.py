@@ -110,18 +110,36 @@ def peak_memory(fn:Callable[[], object],         # what to measure, called with 
     return out, peak
 
 # %% ../nbs/c_perf.ipynb #d6513263
-import io, sys, traceback
+import io, signal, sys, traceback
 import multiprocessing as mp
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterable
 
-def _forked_call(fn:Callable, a, threads:int, send):
-    "In the child: silence its output, set its threads, send back `fn(a)` or the traceback"
+_DONE, _STOPPED = -1, -2   # a job's entry in the shared array; else 0 (waiting) or its worker's pid
+_child = {}                # in a worker: what `_start_worker` was given, and the job it is running
+
+def _start_worker(fn:Callable, args:list, threads:int, state):
+    "In each worker, once: silence it, set its threads, keep the jobs (inherited, not pickled)"
     sys.stdout = sys.stderr = open(os.devnull, 'w')        # the notebook's streams are the parent's
     torch.set_num_threads(threads)
+    _child.update(fn=fn, args=args, state=state, job=None)
+    signal.signal(signal.SIGTERM, _stopped)
+
+def _stopped(signum, frame):
+    "A worker stopped by the pool (or by `fork_map`) marks its job as stopped, not died, and exits"
+    if _child['job'] is not None: _child['state'][_child['job']] = _STOPPED
+    os._exit(128 + signum)
+
+def _run_job(i:int) -> bytes:
+    "In a worker: job `i`, its result or its traceback as the bytes `torch.save` writes"
+    state, a = _child['state'], _child['args'][i]
+    state[i], _child['job'] = os.getpid(), i
     buf = io.BytesIO()
-    try: torch.save(('ok', fn(a)), buf)
-    except Exception: buf = io.BytesIO(); torch.save(('error', traceback.format_exc()), buf)
-    send.send_bytes(buf.getvalue())
+    try: torch.save(('ok', _child['fn'](a)), buf)
+    except BaseException: buf = io.BytesIO(); torch.save(('error', traceback.format_exc()), buf)
+    state[i], _child['job'] = _DONE, None
+    return buf.getvalue()
 
 def _can_fork() -> bool:
     "Fork only where it is safe: Linux, before this process has started CUDA"
@@ -129,28 +147,43 @@ def _can_fork() -> bool:
             and not (torch.cuda.is_available() and torch.cuda.is_initialized()))
 
 def fork_map(fn:Callable,    # called as fn(a); returns what `torch.save` saves (tensors, numbers)
-             args:Iterable,  # one call per item, all started at once
+             args:Iterable,  # one call per item
              *,
-             threads:int=1,  # PyTorch CPU threads in each child
+             threads:int=1,  # PyTorch CPU threads in each worker
+             workers:int|None=None, # processes at most; default: one per item, all started at once
             ) -> list:       # [fn(a) for a in args], in order
     "`[fn(a) for a in args]`, computed side by side in forked processes of `threads` threads each"
     args = list(args)
+    if workers is not None and workers < 1:
+        raise ValueError(f"fork_map: workers={workers!r}; it must be at least 1")
     if not _can_fork():                                     # one call after the other
         with torch_threads(threads): return [fn(a) for a in args]
-    ctx, jobs = mp.get_context('fork'), []
-    for a in args:
-        recv, send = ctx.Pipe(duplex=False)
-        child = ctx.Process(target=_forked_call, args=(fn, a, threads, send), daemon=True)
-        child.start()
-        send.close()                            # the child holds the only write end now
-        jobs.append((a, child, recv))
-    results = []
-    for a, child, recv in jobs:
-        try: status, out = torch.load(io.BytesIO(recv.recv_bytes()), weights_only=False)
-        except EOFError: status, out = 'error', None               # it died before sending
-        child.join()
-        if status == 'error':
-            why = out or f"its process died (exit code {child.exitcode})"
-            raise RuntimeError(f"fork_map: fn({a!r}) failed:\n{why}")
-        results.append(out)
-    return results
+    if not args: return []
+    ctx = mp.get_context('fork')
+    state = ctx.RawArray('q', len(args))                    # shared with the workers, zeros
+    before = {p.pid for p in mp.active_children()}
+    pool = ProcessPoolExecutor(min(workers or len(args), len(args)), mp_context=ctx,
+                               initializer=_start_worker, initargs=(fn, args, threads, state))
+    results, failed, done = [None] * len(args), None, False
+    try:
+        jobs = {pool.submit(_run_job, i): i for i in range(len(args))}   # the pool forks here
+        for f in as_completed(jobs):
+            try: status, out = torch.load(io.BytesIO(f.result()), weights_only=False)
+            except BrokenProcessPool: break                # a worker died: see `state`
+            if status == 'error':
+                failed = jobs[f], out
+                break
+            results[jobs[f]] = out
+        else: done = True
+    finally:
+        if not done:                                # an error, or an interrupt: stop them all
+            for p in mp.active_children():
+                if p.pid not in before: p.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+    if done: return results
+    if failed is None:                          # a worker died: its job is the one still running
+        running = [i for i in range(len(args)) if state[i] > 0]
+        if not running: raise RuntimeError("fork_map: a worker process died outside any job")
+        failed = running[0], "its process died, no traceback (os._exit, a signal, out of memory)"
+    i, why = failed
+    raise RuntimeError(f"fork_map: fn({args[i]!r}) failed:\n{why}")

@@ -74,7 +74,7 @@ def table1(Xtr:Tensor, Ytr:Tensor,   # training images (n, 1, 28, 28), normalise
            rows:Sequence[tuple[str, str, str]]|None=None,   # (pos, label, recipe); default `ROWS`
            batch_size:int=128,
            device=None,              # default: `default_device()`
-           workers:int=1,            # > 1: that many runs side by side (CPU: one process per core)
+           workers:int=1,            # > 1: at most that many runs side by side (CPU: processes)
            log:Callable[[str], None]|None=None,   # called with one line per row
           ) -> Table1:
     "Every row, every seed: the same data, batches, steps and model; `fit` with the joint loss"
@@ -91,9 +91,7 @@ def table1(Xtr:Tensor, Ytr:Tensor,   # training images (n, 1, 28, 28), normalise
         return top1, top5, m.cpu(), sw.wall, sw.cpu
     rows = ROWS if rows is None else list(rows)
     jobs = [(key, seed) for key in rows for seed in seeds]
-    if workers > 1:
-        outs = [o for i in range(0, len(jobs), workers) for o in fork_map(run, jobs[i:i + workers])]
-    else: outs = [run(job) for job in jobs]
+    outs = fork_map(run, jobs, workers=workers) if workers > 1 else [run(job) for job in jobs]
     top1, top5, models = {}, {}, {}
     for i, key in enumerate(rows):
         mine = outs[i * len(seeds):(i + 1) * len(seeds)]
