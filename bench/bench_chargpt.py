@@ -16,9 +16,8 @@ batches of the validation text (the same batches at every evaluation), as nanoGP
 train loss is the mean of each epoch's training steps (in training mode, with dropout), and at the
 end also an estimate in eval mode on `--eval-iters` training batches.
 
-usage: python bench/bench_chargpt.py [--steps 5000] [--eval-every 250] [--eval-iters 200] [--seed
-1337]
-                                     [--device cuda] [--json OUT]
+usage: python bench/bench_chargpt.py [--steps 5000] [--eval-every 250] [--eval-iters 200]
+                                     [--seed 1337] [--device cuda] [--json OUT]
 A smoke test on a CPU: --steps 2 --eval-every 1 --eval-iters 1 --depth 1 --width 32 --context 16
 """
 import argparse, json

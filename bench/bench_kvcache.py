@@ -12,8 +12,8 @@ with `--tokens` larger than the context). Each path's time is the wall-clock tim
 generation after a short warm-up, read by `txbook.perf.Stopwatch` (it waits for the GPU at both
 ends).
 
-usage: python bench/bench_kvcache.py [--threads 1] [--tokens 255] [--device cpu] [--pos rope
---window 1024]
+usage: python bench/bench_kvcache.py [--threads 1] [--tokens 255] [--device cpu]
+                                     [--pos rope --window 1024]
 """
 import argparse
 

@@ -2,11 +2,11 @@
 """Train a ViT from scratch at full size on MNIST, Fashion-MNIST or CIFAR-10 and report test
 accuracy, wall time and images/s.
 
-usage: python bench/bench_vit.py --dataset {mnist,fashion-mnist,cifar10} [--epochs E] [--train-limit
-N]
-                                 [--batch-size B] [--lr LR] [--device DEV] [--threads T]
-                                 [--cifar-path P] [--json OUT] [--accum-steps K] [--compile]
-       torchrun --nproc_per_node=G bench/bench_vit.py --dataset ...      (data-parallel on G GPUs or
+usage: python bench/bench_vit.py --dataset {mnist,fashion-mnist,cifar10} [--epochs E]
+                                 [--train-limit N] [--batch-size B] [--lr LR] [--device DEV]
+                                 [--threads T] [--cifar-path P] [--json OUT] [--accum-steps K]
+                                 [--compile]
+       torchrun --nproc_per_node=G bench/bench_vit.py --dataset ...   (data-parallel: G GPUs or
        processes)
 
 Goals (full configurations below, one GPU): MNIST >= 99.5 %, Fashion-MNIST >= 93 %, CIFAR-10 >= 90

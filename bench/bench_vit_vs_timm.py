@@ -20,8 +20,7 @@ not a view, Python between kernels).
     python bench/bench_vit_vs_timm.py                         # GPU, bf16, eager
     python bench/bench_vit_vs_timm.py --compile               # also compiled
     python bench/bench_vit_vs_timm.py --device cpu --batch 8 --steps 2 --rounds 1   # smoke test
-    python bench/bench_vit_vs_timm.py --device cpu --batch 64 --profile               # where the
-    time goes
+    python bench/bench_vit_vs_timm.py --device cpu --batch 64 --profile     # where the time goes
 """
 from __future__ import annotations
 import argparse, statistics

@@ -7,8 +7,9 @@ absolute machine path in any output or page, no kernel log line in any output (n
 cell), no empty figure, and every link nbdev writes into the package leads to a page
 (tests/test_site_links.py). tests/check_browser.py then loads the pages in Chromium.
 
-usage: python tests/check_site.py [_build/html]   — prints one line per failed check and 'N passed,
-N failed'.
+usage: python tests/check_site.py [_build/html]
+
+It prints one line per failed check and 'N passed, N failed'.
 """
 from __future__ import annotations
 

@@ -11,17 +11,14 @@ that the record's rows are its own rows, in its order. This file holds the rest 
 without running the pages:
 
 - every record parses and says where it came from: its page (the folder's name, a notebook that
-exists), the
-  script in bench/ that wrote it, the command, whose arguments the script's own parser turns into
-  exactly the recorded ones, a full commit hash that exists in this repository and a clean tree at
-  that commit (so the commit alone reproduces it), the date, the machine, the seeds;
+  exists), the script in bench/ that wrote it, the command, whose arguments the script's own parser
+  turns into exactly the recorded ones, a full commit hash that exists in this repository and a
+  clean tree at that commit (so the commit alone reproduces it), the date, the machine, the seeds;
 - its numbers are consistent with that command: one top-1 and one top-5 value per seed for every
-row, each a
-  fraction with top-5 >= top-1, and the recorded steps per run equal to epochs x batches of the
-  recorded data;
+  row, each a fraction with top-5 >= top-1, and the recorded steps per run equal to epochs x batches
+  of the recorded data;
 - its page reads it (the record's path appears in a code cell of the page), and every record a
-page's code
-  names exists;
+  page's code names exists;
 - the scripts still write such records (tiny sizes, into a temporary folder).
 
 Every record in `results/bench`, the training records and the speed records (chapter 2's
@@ -31,16 +28,13 @@ command runs with their SHA-256 (`sources`, computed by `tools/records.py` from 
 imports, never typed), and
 
 - its sources are the working tree's: a listed file whose hash differs, or an imported file it does
-not list,
-  makes the record stale, and the test fails with the command that re-records it (from a clean
-  commit; or `python tools/records.py --rerecord`, which runs every stale record's command and
+  not list, makes the record stale, and the test fails with the command that re-records it (from a
+  clean commit; or `python tools/records.py --rerecord`, which runs every stale record's command and
   refuses a dirty tree);
 - its sources are those of its own commit (the same files and hashes read with `git show`), so the
-list was
-  written by the code it names;
+  list was written by the code it names;
 - the computed list covers what Python imports: every `txbook` or `bench/` module that importing the
-script
-  loads is on it.
+  script loads is on it.
 """
 import importlib.util, json, math, os, re, shlex, subprocess, sys
 

@@ -1,13 +1,11 @@
 """Whole classes shaped by their ideas (CONTRIBUTING.md, rule 4).
 
 - Every public class's constructor lists its parameters: no `**kwargs` passed through, so that
-`show_doc`, an IDE
-  and `help()` show them all.
+  `show_doc`, an IDE and `help()` show them all.
 - A class of the package that is the base of exactly one other class of the package exists only if
-the book
-  uses it on its own (the package builds one somewhere, or its docstring says "on its own");
-  otherwise it is a split made to shorten a cell. A subclass's `forward` accepts every argument of
-  its base's.
+  the book uses it on its own (the package builds one somewhere, or its docstring says "on its
+  own"); otherwise it is a split made to shorten a cell. A subclass's `forward` accepts every
+  argument of its base's.
 - Methods live in the class body: no function assigned to a class attribute from outside it.
 """
 import importlib, inspect, pkgutil, re

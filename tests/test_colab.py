@@ -12,29 +12,23 @@ runs the full-size code paths; the quick sizes run once, in tests/test_notebooks
 rebuilds that situation:
 
 - the wheel is built from this tree into a temporary folder that pip sees through `PIP_FIND_LINKS`,
-so the
-  first cell's `pip install txbook==<version>` resolves to it (its dependencies come from the
+  so the first cell's `pip install txbook==<version>` resolves to it (its dependencies come from the
   registry);
 - a fresh venv holds only what Colab preinstalls and the chapters rely on (`COLAB_PREINSTALLED`), at
-Colab's
-  versions wherever this machine can install them (`COLAB`: transformers 5.15, numpy 2.1.3, fastcore
-  2.2.12). Two things differ from Colab and cannot be helped here: Python is this machine's 3.11
-  (Colab's is 3.13), and torch is the local CPU wheel `$TORCH`, default `torch==2.13.0` (Colab's is
-  a CUDA build of 2.11: any other torch needs gigabytes of CUDA packages here);
+  Colab's versions wherever this machine can install them (`COLAB`: transformers 5.15, numpy 2.1.3,
+  fastcore 2.2.12). Two things differ from Colab and cannot be helped here: Python is this machine's
+  3.11 (Colab's is 3.13), and torch is the local CPU wheel `$TORCH`, default `torch==2.13.0`
+  (Colab's is a CUDA build of 2.11: any other torch needs gigabytes of CUDA packages here);
 - a stub `google.colab` package is on the venv's path and an IPython startup file imports it when
-the kernel
-  starts, as Colab does before any cell runs;
+  the kernel starts, as Colab does before any cell runs;
 - each notebook is copied ALONE into an empty folder: no `shared/data` above it, `TXBOOK_DATA`
-unset, a fresh
-  `HOME`, and `TXBOOK_CACHE` set to a reader's own folder (`my-datasets`, not named `txbook`) whose
-  `<dataset>/` subfolders hold the dataset files as a finished download of `txbook.data` would leave
-  them;
+  unset, a fresh `HOME`, and `TXBOOK_CACHE` set to a reader's own folder (`my-datasets`, not named
+  `txbook`) whose `<dataset>/` subfolders hold the dataset files as a finished download of
+  `txbook.data` would leave them;
 - no network for Hugging Face (`HF_HUB_OFFLINE=1`, empty cache): a chapter's `in_colab()` demo that
-loads
-  pretrained weights must skip cleanly when they cannot be fetched;
+  loads pretrained weights must skip cleanly when they cannot be fetched;
 - before each chapter, whatever the previous chapter's first cell installed is uninstalled again, so
-every
-  chapter's own first cell does the install.
+  every chapter's own first cell does the install.
 
 - `TXBOOK_SIZE=smoke` in the kernel's environment; the last cell checks that the chapter saw it.
 

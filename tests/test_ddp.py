@@ -5,10 +5,10 @@ The same tiny classifier is trained
   (b) under `torchrun --nproc_per_node=2` (gloo, CPU, 127.0.0.1) with b rows per rank,
   (c) in one process with batches of b and `accum_steps=2`;
 (b) and (c) must give the weights of (a) within 1e-5, and the two ranks of (b) must be identical bit
-for bit. The data make the last batch of an epoch uneven (5 rows: 3 + 2 on two ranks), so the loss
-weights matter. Under torchrun a run with dropout (a different random stream on each rank) is also
-interrupted, saved and resumed, and must end bit for bit where the uninterrupted run ends, on every
-rank.
+    for bit. The data make the last batch of an epoch uneven (5 rows: 3 + 2 on two ranks), so the
+    loss weights matter. Under torchrun a run with dropout (a different random stream on each rank)
+    is also interrupted, saved and resumed, and must end bit for bit where the uninterrupted run
+    ends, on every rank.
 
 Issue 36 adds: every sample is seen exactly once per epoch, both when `fit` cuts global batches into
 shards and when a `DistributedSampler` gives each rank its own batches (and `set_epoch` reshuffles

@@ -6,17 +6,15 @@ these tests run, the default device *is* the inputs' device, so nothing fails. T
 difference visible on the CPU:
 
 - `DeviceAudit` is a `TorchFunctionMode`. When code in the package (`txbook/*.py`; the caller's file
-is
-  checked) calls a tensor factory (`torch.eye`, `arange`, `zeros`, `tensor`, `rand`, ...; PyTorch's
-  own list, `torch.utils._device._device_constructors()`) without a `device=`, the tensor it returns
-  is marked *loose*: on a GPU it would be on the CPU, away from the inputs.
+  is checked) calls a tensor factory (`torch.eye`, `arange`, `zeros`, `tensor`, `rand`, ...;
+  PyTorch's own list, `torch.utils._device._device_constructors()`) without a `device=`, the tensor
+  it returns is marked *loose*: on a GPU it would be on the CPU, away from the inputs.
 - What is computed from loose tensors alone is loose too; `.to(device)`, `.to(other)`, `.cuda()` and
   `.type_as(other)` place it. Everything else (the model's weights, the inputs, PyTorch's and the
   test's own tensors) counts as placed on the inputs' device.
 - An operation that takes a loose tensor and a placed one is an error (`WrongDevice`) naming the
-file and
-  line where the loose one was made. A loose 0-dim tensor is allowed to meet placed ones, as CUDA
-  allows a CPU scalar tensor in an operation on CUDA tensors.
+  file and line where the loose one was made. A loose 0-dim tensor is allowed to meet placed ones,
+  as CUDA allows a CPU scalar tensor in an operation on CUDA tensors.
 
 Why not simply `torch.set_default_device('meta')`, the first idea in issue 18: it does catch `x @
 torch.eye(n)` in a forward pass, but it also moves PyTorch's own factory calls (AdamW's step

@@ -7,14 +7,12 @@ recognised.
 not its own:
 
 - jupyter_client picks a kernel's five ports by binding port 0 and releasing it, so two processes
-that launch
-  kernels at the same moment can be handed the same port: the later kernel cannot bind it and dies
-  before it replies to `kernel_info`, or a client talks to the other process's kernel;
+  that launch kernels at the same moment can be handed the same port: the later kernel cannot bind
+  it and dies before it replies to `kernel_info`, or a client talks to the other process's kernel;
 - a client left open after its kernel has ended keeps pinging that kernel's heartbeat port (a new
-REQ socket
-  every second, reconnecting by itself). When a later kernel, of either process, binds the port for
-  its control or shell socket, it logs every ping as `ValueError: DELIM not in msg_list` into the
-  cell it is running: the traceback that pages a_core and d_viz once showed.
+  REQ socket every second, reconnecting by itself). When a later kernel, of either process, binds
+  the port for its control or shell socket, it logs every ping as `ValueError: DELIM not in
+  msg_list` into the cell it is running: the traceback that pages a_core and d_viz once showed.
 
 Chance makes both rare, so this test forces them. Two processes, as the two workers, start kernels
 at the same moment through the suite's own functions (`execute`, `execute_in_runtime`), and every
@@ -34,8 +32,8 @@ counts:
 Chance collisions are likelier in a private network namespace with a narrow port range (Linux;
 nothing else on the machine is affected):
 
-    unshare -rn sh -c 'ip link set lo up && echo "40000 40199" >
-    /proc/sys/net/ipv4/ip_local_port_range &&
+    unshare -rn sh -c 'ip link set lo up &&
+                       echo "40000 40199" > /proc/sys/net/ipv4/ip_local_port_range &&
                        exec .venv/bin/python tests/test_kernels.py --kernels 40 --random'
 """
 import argparse, json, os, re, socket, subprocess, sys, threading, time

@@ -1,21 +1,19 @@
 """One numbering, one shape: file = page = module, in reading order (CONTRIBUTING.md).
 
 - `ls nbs/` is the table of contents: chapters `NN_name` numbered 1, 2, ... without gaps, then the
-appendix
-  `x_name` lettered a, b, ...; `_toc.yml` lists them in that order, the chapters in numbered parts
-  and the appendix in one unnumbered part; a page's module is the name in its file name.
+  appendix `x_name` lettered a, b, ...; `_toc.yml` lists them in that order, the chapters in
+  numbered parts and the appendix in one unnumbered part; a page's module is the name in its file
+  name.
 - The README's chapter table and `book/intro.md`'s give each page the label of its file name and its
-title.
+  title.
 - Each module is written by one notebook; no chapter imports a later chapter's module; an appendix
-module imports
-  only appendix modules.
+  module imports only appendix modules.
 - CONTRIBUTING.md's table lists every module once, with its page and its kind (layers, model, task,
-kit,
-  experiment); imports keep to the kinds: no model module imports another model module, a layers
-  module imports only layers and kit, nothing but an experiment imports an experiment; the import
-  graph has no cycle, and no layers, model or task module reaches the training loop.
+  kit, experiment); imports keep to the kinds: no model module imports another model module, a
+  layers module imports only layers and kit, nothing but an experiment imports an experiment; the
+  import graph has no cycle, and no layers, model or task module reaches the training loop.
 - Every module is at most 400 lines (`_modidx.py`, nbdev's index, aside): a longer one is split into
-pages.
+  pages.
 
 The package's imports are read by import-linter (`lint-imports`, contracts in pyproject.toml, which
 a test here holds to the file names and CONTRIBUTING.md's kinds); the notebooks' imports by this

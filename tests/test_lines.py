@@ -1,11 +1,9 @@
-"""Code in the markdown cells of the notebooks is at most 100 characters a line, so the site
-never scrolls code sideways: what ruff cannot see. ruff (tests/test_lint.py) reads the code cells
-and holds their lines to 100; it never reads a markdown cell.
+"""Code lines in the notebooks are at most 100 characters, so the site never scrolls code sideways.
 
-Counted here: every line inside a fenced code block (```python, ```, ```{code-cell}) of a markdown
-cell; the prose inside MyST directives such as ```{exercise} is not code. A failure lists each long
-line as `nbs/<notebook>:cell <n>:line <m>` (n counts all cells from 1, as `nbdev` and Jupyter order
-them; m counts the cell's lines from 1) with its length.
+Counted: every line of every code cell, and every line inside a fenced code block (```python, ```,
+```{code-cell}) of a markdown cell; the prose inside MyST directives such as ```{exercise} is not
+code. A failure lists each long line as `nbs/<notebook>:cell <n>:line <m>` (n counts all cells from
+1, as `nbdev` and Jupyter order them; m counts the cell's lines from 1) with its length.
 """
 import json, re
 

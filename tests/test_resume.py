@@ -7,15 +7,12 @@ skipped samples. So a run interrupted and resumed from its checkpoint ends with 
 uninterrupted run, in the three setups the referee found silently inexact before:
 
 - (a) `DataLoader(shuffle=True, generator=G)` resumed at an epoch boundary (the resumed epoch
-replayed epoch 0's
-  order: the generator's state was not in the checkpoint);
+  replayed epoch 0's order: the generator's state was not in the checkpoint);
 - (b) a `DistributedSampler` and a dataset that augments in `__getitem__` from the global generator,
-resumed in
-  mid-epoch, `num_workers=0` (skipping by drawing the batches augmented them after the generator was
-  restored);
+  resumed in mid-epoch, `num_workers=0` (skipping by drawing the batches augmented them after the
+  generator was restored);
 - (c) the same with `num_workers=2` and the loader's own generator, resumed at an epoch boundary
-(the workers'
-  seeds come from the loader's generator, whose state was not saved);
+  (the workers' seeds come from the loader's generator, whose state was not saved);
 
 and in two more: a shuffling loader with and without its own generator, resumed in mid-epoch. What
 cannot be replayed is said: workers' random draws in mid-epoch (a warning), and a sampler whose

@@ -2,18 +2,17 @@
 chapters' own checks.
 
 - window_partition / window_reverse: exact inverses, and equal to an explicit `unfold` on random
-shapes;
+  shapes;
 - shifted_window_mask: allows exactly the pairs whose offset survives the cyclic roll (computed here
-from
-  coordinates, without the region labels);
+  from coordinates, without the region labels);
 - SwinBlock.window_attention: equal to one global attention restricted to the naive, border-clipped
   shifted windows (no roll, no partition);
 - Swin.no_weight_decay: the tensors Swin's recipe keeps out of weight decay, found through Hugging
-Face's names;
+  Face's names;
 - Swin.from_hf: logits of random Hugging Face Swin models (random configurations drawn by
-hypothesis,
-  padded stages included) within 1e-4 in float32 and 1e-10 in float64, dtype kept; every tensor of a
-  state dict removed in turn is a ValueError naming it (not a KeyError), and so is an unknown one.
+  hypothesis, padded stages included) within 1e-4 in float32 and 1e-10 in float64, dtype kept; every
+  tensor of a state dict removed in turn is a ValueError naming it (not a KeyError), and so is an
+  unknown one.
 """
 import pytest
 import torch

@@ -7,8 +7,7 @@ cache (`~/.cache/txbook`, or `$TXBOOK_CACHE`), else downloaded from the official
 and checked against the published SHA-256: exactly what the chapters' loaders do, done once before
 the tests so that no chapter downloads. Prints where each dataset was found.
 
-    python tools/fetch_data.py           # needs the package's dependencies (run after `make
-    install`)
+    python tools/fetch_data.py     # needs the package's dependencies (run after `make install`)
 """
 import sys
 from pathlib import Path

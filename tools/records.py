@@ -2,10 +2,9 @@
 """The records in `results/bench`: which source files each one's command ran, and re-recording the
 stale ones.
 
-    python tools/records.py                       # every record, and whether its sources have
-    changed since python tools/records.py --rerecord            # re-run the command of every stale
-    record (a clean tree only) python tools/records.py --rerecord
-    results/bench/12_swin/ablation.json   # that record, stale or not
+    python tools/records.py               # every record, and whether its sources changed since
+    python tools/records.py --rerecord    # re-run the command of every stale record (clean tree)
+    python tools/records.py --rerecord results/bench/12_swin/ablation.json   # that one, stale too
 
 A record's `sources` maps each repository file its bench script runs to the SHA-256 of the file as
 it was when the record was written. The list is computed, not typed: the script itself, and every

@@ -4,9 +4,8 @@
     python tools/run_full.py                      # every chapter, full size, one at a time
     python tools/run_full.py 10_vit 12_swin       # some chapters (stems or paths)
     python tools/run_full.py --size smoke --out /tmp/r   # full shapes, cut budgets (CI, on the CPU)
-    python tools/run_full.py --jobs 4             # four chapters at once (a GPU with CPU cores to
-    spare) python tools/run_full.py --render             # write each chapter's "At full size" cell
-    from its file
+    python tools/run_full.py --jobs 4             # four chapters at once (GPU, CPU cores to spare)
+    python tools/run_full.py --render             # write each chapter's "At full size" cell
 
 Each chapter is executed top to bottom with nbclient from `nbs/` (where the data is found), with
 `TXBOOK_SIZE` set and `TXBOOK_RESULTS` naming a scratch file that `txbook.stats.report` fills with

@@ -1,14 +1,14 @@
 """Sphinx glue for the txbook site.
 
-`read_nbdev` is a myst-nb notebook reader (registered for `.ipynb` through `nb_custom_formats`)
-that turns nbdev's cell directives (`#| hide`, `#| export`, `#| echo: false`, ...) into the
-cell tags myst-nb understands, and strips the `#|` lines, so that the notebooks in `nbs/` are
-the only copy of each chapter and the site never shows nbdev's plumbing.
+`read_nbdev` is a myst-nb notebook reader (registered for `.ipynb` through `nb_custom_formats`) that
+turns nbdev's cell directives (`#| hide`, `#| export`, `#| echo: false`, ...) into the cell tags
+myst-nb understands, and strips the `#|` lines, so that the notebooks in `nbs/` are the only copy of
+each chapter and the site never shows nbdev's plumbing.
 
-`copy_mathjax` ships MathJax 3 with the site (no CDN): `_config.yml` sets
-`mathjax_path: mathjax/tex-mml-chtml.js`, and at the end of the build the files it needs are
-copied into `_static/mathjax/` from the pinned PyPI package `django-static-mathjax` (MathJax
-3.2.2, Apache-2.0; see `book/_static/mathjax/NOTICE.md`).
+`copy_mathjax` ships MathJax 3 with the site (no CDN): `_config.yml` sets `mathjax_path:
+mathjax/tex-mml-chtml.js`, and at the end of the build the files it needs are copied into
+`_static/mathjax/` from the pinned PyPI package `django-static-mathjax` (MathJax 3.2.2, Apache-2.0;
+see `book/_static/mathjax/NOTICE.md`).
 
 `read_book` is the reader the site uses: `read_nbdev`, plus the outputs of the quick test pass when
 they fit. `tests/test_notebooks.py` executes every chapter as this build would (same reader, kernel,
