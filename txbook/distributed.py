@@ -6,8 +6,7 @@ Docs: https://txbook.github.io/txbook/nbs/j_distributed.html.md"""
 
 # %% ../nbs/j_distributed.ipynb #1448fd83
 from __future__ import annotations
-import atexit, collections, os, sys
-from datetime import timedelta
+import atexit, collections, os
 import torch
 import torch.distributed as dist
 from torch import Tensor
@@ -20,28 +19,15 @@ def rank_world() -> tuple[int, int]:
     return 0, 1
 
 def _leave_group():
-    "At exit: wait for every rank (gloo), then leave the process group `setup_distributed` joined"
+    "At exit: leave the process group `setup_distributed` joined, as PyTorch asks"
     try:
-        if dist.is_initialized() and dist.get_backend() == 'gloo' and not _failed():
-            dist.monitored_barrier(timeout=_EXIT_WAIT)   # all ranks finished: see below
+        if dist.is_initialized(): dist.destroy_process_group()
     finally:
-        try:
-            if dist.is_initialized(): dist.destroy_process_group()
-        finally:
-            _kept.clear()   # freed here, while Python can still serve the threads that shared them
+        _kept.clear()     # freed here, while Python can still serve the threads that shared them
 
-def _failed() -> bool:
-    "Is this process exiting on an uncaught exception? (Python then sets `sys.last_value`)"
-    return getattr(sys, 'last_value', None) is not None
-
-# At exit, on a rank that did not fail, gloo ranks first meet in a `monitored_barrier` (the
-# collective that names a missing rank instead of hanging): no rank tears its process group down
-# while another is still inside a collective, and this rank waits there with the GIL released, so
-# that the worker threads are done with every collective before Python begins to exit (the bug
-# below). A rank that failed does not wait: torchrun stops the others when it exits. A rank
-# missing for `_EXIT_WAIT` (a `sys.exit` on one rank only) makes the barrier raise; Python prints
-# that and exits as it would have.
-_EXIT_WAIT = timedelta(minutes=5)
+# No collective here, not even a barrier: at exit a rank cannot know that the others have finished.
+# A rank that leaves early (`sys.exit` on one rank) would sit in its barrier while the others sit in
+# their next collective, each waiting for the other until the group's timeout (30 min by default).
 
 # pytorch/pytorch#190489 (open, no release fixes it; seen here with torch 2.13): a gloo worker
 # thread that drops the last reference to a finished work frees its tensors; a tensor whose Python
