@@ -699,11 +699,21 @@ def test_ranks_resumed_at_different_steps(two_procs):
         assert 'the ranks resumed at different steps' in err, err
 
 
+def gloo_threads() -> list[str]:
+    "The names of this process's gloo threads (Linux: /proc), e.g. 'pt_gloo_runloop'"
+    tasks = Path('/proc/self/task')
+    names = [(t / 'comm').read_text().strip() for t in tasks.iterdir()] if tasks.exists() else []
+    return sorted(n for n in names if 'gloo' in n)
+
+
 @pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 def test_process_group_left_at_exit(two_procs):
+    """At exit the process group is gone and so are gloo's threads: a worker thread left running
+    into Python's exit can abort the process (pytorch/pytorch#190489; see txbook.distributed)"""
     out, _ = two_procs
     for r in range(2):
-        assert json.loads((out / f'exit{r}.json').read_text()) == {'initialized_at_exit': False}
+        assert json.loads((out / f'exit{r}.json').read_text()) == {
+            'initialized_at_exit': False, 'gloo_threads_at_exit': []}
 
 
 FAILING_RANK = """
@@ -756,7 +766,8 @@ def _worker(out: Path):
     batch"""
     rank = int(os.environ['RANK'])
     def at_exit():                     # registered first, so it runs after fit's own exit handler
-        exit_state = {'initialized_at_exit': torch.distributed.is_initialized()}
+        exit_state = {'initialized_at_exit': torch.distributed.is_initialized(),
+                      'gloo_threads_at_exit': gloo_threads()}
         (out / f'exit{rank}.json').write_text(json.dumps(exit_state))
     atexit.register(at_exit)
     tensors, res = {}, {}

@@ -6,7 +6,7 @@ Docs: https://txbook.github.io/txbook/nbs/j_distributed.html.md"""
 
 # %% ../nbs/j_distributed.ipynb #1448fd83
 from __future__ import annotations
-import atexit, collections, os
+import atexit, collections, importlib, os
 import torch
 import torch.distributed as dist
 from torch import Tensor
@@ -40,6 +40,13 @@ def _leave_group():
 # here (2.13) has the bug, and no fixed one exists to name in a version guard: when one does, keep
 # works only below it. (On Python 3.14 CPython hangs such a thread instead of ending it,
 # gh-87135, which would turn the abort into a hang at exit.)
+# The other half: no gloo worker thread should be left when Python exits. `destroy_process_group`
+# joins them when it frees the group, and it frees the group only when nothing else holds it. DDP's
+# constructor imports `torch._dynamo` if nothing has yet, and that first import, made while a
+# group exists, keeps references to the group for good (torch 2.13: ten, by `sys.getrefcount`), so
+# the worker threads of every run that used DDP lived on into Python's exit, where a collective's
+# late release can abort. `setup_distributed` imports `torch._dynamo` before it creates the group;
+# then `_leave_group` leaves no worker thread behind (tests/test_ddp.py checks at exit).
 _kept = collections.deque(maxlen=64)
 
 def _all_reduce(t:Tensor, op=dist.ReduceOp.SUM) -> Tensor:
@@ -65,6 +72,7 @@ def setup_distributed(device=None,        # default: `default_device()`
         device = torch.device('cuda', int(os.environ.get('LOCAL_RANK', '0')))
     if device.type == 'cuda': torch.cuda.set_device(device)
     if not dist.is_initialized():                        # rank, world size, address: from torchrun
+        importlib.import_module('torch._dynamo')         # before the group exists: see `_kept`
         backend = 'nccl' if device.type == 'cuda' else 'gloo'
         dist.init_process_group(backend, device_id=device if device.type == 'cuda' else None)
         atexit.register(_leave_group)                    # the script may still use the group
