@@ -6,7 +6,7 @@ Docs: https://txbook.github.io/txbook/nbs/e_data.html.md"""
 
 # %% ../nbs/e_data.ipynb #c6dae3ba
 from __future__ import annotations
-import gzip, hashlib, os, pickle, tarfile
+import ftplib, gzip, hashlib, logging, os, pickle, tarfile
 from pathlib import Path
 from typing import Callable, Literal
 import numpy as np
@@ -44,19 +44,33 @@ def cache_dir(name:str, # a dataset name, e.g. 'cifar10'
     return Path(env or '~/.cache/txbook').expanduser() / name
 
 # %% ../nbs/e_data.ipynb #c305985a
+def _umask() -> int:
+    "The process's umask: read from /proc on Linux, else set and put back (not thread-safe)"
+    try:
+        with open('/proc/self/status') as f:
+            return next(int(l.split()[1], 8) for l in f if l.startswith('Umask:'))
+    except (OSError, StopIteration, ValueError, IndexError):
+        mask = os.umask(0o022); os.umask(mask)
+        return mask
+
 def download(url:str,         # an http(s):// or ftp:// URL (pooch has no file:// downloader)
              dest:str|Path,   # where the file should end up
              sha256:str,      # the expected hex SHA-256 of the file
-            ) -> Path:
+            ) -> Path:        # `dest` as given ('~' expanded, as pooch does)
     "Fetch `url` to `dest` unless `dest` already has the right digest; ValueError if it differs"
-    dest = Path(dest)
+    dest = Path(dest).expanduser()
     old = dest.stat().st_ino if dest.is_file() else None  # a copy there already (kept if right)
-    p = Path(pooch.retrieve(url, known_hash=f'sha256:{sha256}', fname=dest.name,
-                            path=dest.parent, progressbar=False))
-    if p.stat().st_ino != old:                            # downloaded now: pooch's 0600 file
-        mask = os.umask(0o022); os.umask(mask)            # read the umask, and put it back
-        os.chmod(p, 0o666 & ~mask)
-    return p
+    log = pooch.get_logger(); level = log.level
+    log.setLevel(logging.WARNING)                         # no "Downloading data from ..." line
+    try:
+        p = pooch.retrieve(url, known_hash=f'sha256:{sha256}', fname=dest.name,
+                           path=dest.parent, progressbar=False)
+    finally: log.setLevel(level)
+    if Path(p) != dest.parent.resolve() / dest.name:
+        raise RuntimeError(f"pooch wrote {p}, not {dest}")
+    if dest.stat().st_ino != old:                         # downloaded now: pooch's 0600 file
+        os.chmod(dest, 0o666 & ~_umask())
+    return dest
 
 # %% ../nbs/e_data.ipynb #df8a0f5d
 def _locate(name:str, fname:str, urls:list[str], sha256:str, path:str|Path|None=None) -> Path:
@@ -70,7 +84,8 @@ def _locate(name:str, fname:str, urls:list[str], sha256:str, path:str|Path|None=
     errors = []
     for url in urls:
         try: return download(url, dirs[-1] / fname, sha256)
-        except (OSError, ValueError) as e: errors.append(f"  {url}: {e}")
+        except (*ftplib.all_errors, ValueError) as e:     # ftplib's errors are not all OSError
+            errors.append(f"  {url}: {e}")
     where = ', '.join(map(str, dirs))
     errors = '\n'.join(errors)
     raise FileNotFoundError(f"{fname} is not in {where} and no download worked:\n{errors}")
@@ -212,13 +227,13 @@ def _load_batch(f) -> tuple[np.ndarray, np.ndarray]:
 def load_cifar10(split:Literal['train','test']='train', # 50,000 training or 10,000 test images
                  path:str|Path|None=None,               # the .tar.gz itself, or a folder holding it
                 ) -> tuple[Tensor, Tensor]:             # images (N, 3, 32, 32) uint8, labels (N,)
-    "CIFAR-10 from the official python-version tarball (downloaded and SHA-256 checked if absent)"
+    "CIFAR-10 from the official python-version tarball (SHA-256 checked; downloaded if absent)"
     if split not in ('train', 'test'):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     fname = 'cifar-10-python.tar.gz'
-    if path is not None and Path(path).is_file(): tgz = Path(path)   # named: read as it is
-    else: tgz = _verified(_locate('cifar10', fname, [CIFAR10_URL], CIFAR10_SHA256, path),
-                          CIFAR10_SHA256)                 # found or downloaded: checked
+    if path is not None and Path(path).is_file(): tgz = Path(path)   # the file itself, named
+    else: tgz = _locate('cifar10', fname, [CIFAR10_URL], CIFAR10_SHA256, path)   # found, or fetched
+    tgz = _verified(tgz, CIFAR10_SHA256)                  # every copy read is checked
     names = [f'data_batch_{i}' for i in range(1, 6)] if split == 'train' else ['test_batch']
     with tarfile.open(tgz, 'r:gz') as tar:
         members = {Path(m.name).name: m for m in tar.getmembers() if m.isfile()}
