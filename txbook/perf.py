@@ -176,10 +176,13 @@ def fork_map(fn:Callable,    # called as fn(a); returns what `torch.save` saves 
                 child.start()
                 running[recv] = i, child
                 send.close()                        # the child holds the only write end now
-            for recv in wait(list(running)):        # a message, or the end of a dead child's pipe
-                i, child = running[recv]
-                try: status, out = torch.load(io.BytesIO(recv.recv_bytes()), weights_only=False)
-                except (EOFError, OSError): status, out = 'error', None  # died before or mid-send
+            ready = wait(list(running), timeout=0.2)   # a message, or the end of a pipe
+            for recv, (i, child) in list(running.items()):
+                if recv not in ready and child.exitcode is None: continue   # still running
+                try: got = recv.recv_bytes() if recv.poll() else b''   # ended, nothing sent
+                except (EOFError, OSError): got = b''                  # died before or mid-send
+                status, out = (torch.load(io.BytesIO(got), weights_only=False) if got
+                               else ('error', None))
                 child.join()
                 recv.close()
                 del running[recv]
