@@ -151,7 +151,7 @@ def train_rows(args, rows: dict) -> tuple[dict, dict]:
 
     jobs = [(name, seed) for name in rows for seed in args.seeds]
     w = max(1, args.workers)
-    with Stopwatch() as total:   # w > 1: a pool of w processes, each freed one takes the next job
+    with Stopwatch() as total:   # w > 1: at most w jobs at once, a forked process each
         outs = (fork_map(run, jobs, threads=args.threads, workers=w) if w > 1
                 else [run(j) for j in jobs])
     for (name, seed), o in zip(jobs, outs):

@@ -110,80 +110,90 @@ def peak_memory(fn:Callable[[], object],         # what to measure, called with 
     return out, peak
 
 # %% ../nbs/c_perf.ipynb #d6513263
-import io, signal, sys, traceback
+import ctypes, io, signal, sys, traceback
 import multiprocessing as mp
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.connection import wait
 from typing import Callable, Iterable
 
-_DONE, _STOPPED = -1, -2   # a job's entry in the shared array; else 0 (waiting) or its worker's pid
-_child = {}                # in a worker: what `_start_worker` was given, and the job it is running
+_PR_SET_PDEATHSIG = 1   # prctl(2) option, <linux/prctl.h>
 
-def _start_worker(fn:Callable, args:list, threads:int, state):
-    "In each worker, once: silence it, set its threads, keep the jobs (inherited, not pickled)"
-    sys.stdout = sys.stderr = open(os.devnull, 'w')        # the notebook's streams are the parent's
+def _die_with_parent(parent:int):
+    "In a child, on Linux: ask the kernel for SIGKILL when the parent dies; exit if it already has"
+    try: ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError): return                # no prctl: not Linux
+    if os.getppid() != parent: os._exit(1)                  # the parent died before the prctl
+
+def _forked_call(fn:Callable, a, threads:int, send, parent:int):
+    "In the child: set its threads, silence its output, send back `fn(a)` or the traceback"
+    _die_with_parent(parent)
     torch.set_num_threads(threads)
-    _child.update(fn=fn, args=args, state=state, job=None)
-    signal.signal(signal.SIGTERM, _stopped)
-
-def _stopped(signum, frame):
-    "A worker stopped by the pool (or by `fork_map`) marks its job as stopped, not died, and exits"
-    if _child['job'] is not None: _child['state'][_child['job']] = _STOPPED
-    os._exit(128 + signum)
-
-def _run_job(i:int) -> bytes:
-    "In a worker: job `i`, its result or its traceback as the bytes `torch.save` writes"
-    state, a = _child['state'], _child['args'][i]
-    state[i], _child['job'] = os.getpid(), i
+    sys.stdout = sys.stderr = open(os.devnull, 'w')        # the notebook's streams are the parent's
     buf = io.BytesIO()
-    try: torch.save(('ok', _child['fn'](a)), buf)
+    try: torch.save(('ok', fn(a)), buf)
     except BaseException: buf = io.BytesIO(); torch.save(('error', traceback.format_exc()), buf)
-    state[i], _child['job'] = _DONE, None
-    return buf.getvalue()
+    send.send_bytes(buf.getvalue())
 
 def _can_fork() -> bool:
     "Fork only where it is safe: Linux, before this process has started CUDA"
     return (sys.platform.startswith('linux') and 'fork' in mp.get_all_start_methods()
             and not (torch.cuda.is_available() and torch.cuda.is_initialized()))
 
+def _check_count(name:str, n):
+    "A count of threads or workers is a whole number, at least 1"
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"fork_map: {name}={n!r}; it must be a whole number, at least 1")
+
+def _in_turn(fn:Callable, args:list, threads:int) -> list:
+    "The fallback: the calls one after the other, here; an error names its call"
+    results = []
+    with torch_threads(threads):
+        for a in args:
+            try: results.append(fn(a))
+            except Exception as e:
+                raise RuntimeError(f"fork_map: fn({a!r}) failed: {type(e).__name__}: {e}") from e
+    return results
+
 def fork_map(fn:Callable,    # called as fn(a); returns what `torch.save` saves (tensors, numbers)
-             args:Iterable,  # one call per item
+             args:Iterable,  # one call per item, each in a child process of its own
              *,
-             threads:int=1,  # PyTorch CPU threads in each worker
-             workers:int|None=None, # processes at most; default: one per item, all started at once
+             threads:int=1,  # PyTorch CPU threads in each child
+             workers:int|None=None, # children alive at once at most; default: all at once
             ) -> list:       # [fn(a) for a in args], in order
     "`[fn(a) for a in args]`, computed side by side in forked processes of `threads` threads each"
+    _check_count('threads', threads)
+    if workers is not None: _check_count('workers', workers)
     args = list(args)
-    if workers is not None and workers < 1:
-        raise ValueError(f"fork_map: workers={workers!r}; it must be at least 1")
-    if not _can_fork():                                     # one call after the other
-        with torch_threads(threads): return [fn(a) for a in args]
-    if not args: return []
-    ctx = mp.get_context('fork')
-    state = ctx.RawArray('q', len(args))                    # shared with the workers, zeros
-    before = {p.pid for p in mp.active_children()}
-    pool = ProcessPoolExecutor(min(workers or len(args), len(args)), mp_context=ctx,
-                               initializer=_start_worker, initargs=(fn, args, threads, state))
-    results, failed, done = [None] * len(args), None, False
+    if not _can_fork(): return _in_turn(fn, args, threads)
+    ctx, results = mp.get_context('fork'), [None] * len(args)
+    waiting, running = list(range(len(args)))[::-1], {}    # running: read end -> (job, child)
     try:
-        jobs = {pool.submit(_run_job, i): i for i in range(len(args))}   # the pool forks here
-        for f in as_completed(jobs):
-            try: status, out = torch.load(io.BytesIO(f.result()), weights_only=False)
-            except BrokenProcessPool: break                # a worker died: see `state`
-            if status == 'error':
-                failed = jobs[f], out
-                break
-            results[jobs[f]] = out
-        else: done = True
-    finally:
-        if not done:                                # an error, or an interrupt: stop them all
-            for p in mp.active_children():
-                if p.pid not in before: p.terminate()
-        pool.shutdown(wait=True, cancel_futures=True)
-    if done: return results
-    if failed is None:                          # a worker died: its job is the one still running
-        running = [i for i in range(len(args)) if state[i] > 0]
-        if not running: raise RuntimeError("fork_map: a worker process died outside any job")
-        failed = running[0], "its process died, no traceback (os._exit, a signal, out of memory)"
-    i, why = failed
-    raise RuntimeError(f"fork_map: fn({args[i]!r}) failed:\n{why}")
+        while waiting or running:
+            while waiting and len(running) < (workers or len(args)):
+                i = waiting.pop()
+                recv, send = ctx.Pipe(duplex=False)
+                child = ctx.Process(target=_forked_call,
+                                    args=(fn, args[i], threads, send, os.getpid()))
+                child.start()
+                running[recv] = i, child
+                send.close()                        # the child holds the only write end now
+            ready = wait(list(running), timeout=0.2)   # a message, or the end of a pipe
+            for recv, (i, child) in list(running.items()):
+                if recv not in ready and child.exitcode is None: continue   # still running
+                try: got = recv.recv_bytes() if recv.poll() else b''   # ended, nothing sent
+                except (EOFError, OSError): got = b''                  # died before or mid-send
+                status, out = (torch.load(io.BytesIO(got), weights_only=False) if got
+                               else ('error', None))
+                child.join()
+                recv.close()
+                del running[recv]
+                if status == 'error':
+                    why = out or (f"its process died, no traceback (exit code {child.exitcode}: "
+                                  "os._exit, a signal, out of memory)")
+                    raise RuntimeError(f"fork_map: fn({args[i]!r}) failed:\n{why}")
+                results[i] = out
+    finally:                                        # an error, or an interrupt: stop the others
+        for recv, (i, child) in running.items():
+            child.kill()
+            child.join()
+            recv.close()
+    return results
