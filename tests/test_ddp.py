@@ -32,7 +32,7 @@ told the epoch (R5 #4).
 
 This file is also the script the torchrun workers run (see `_worker` at the bottom).
 """
-import atexit, json, os, socket, subprocess, sys, warnings
+import atexit, inspect, json, os, signal, socket, subprocess, sys, warnings, weakref
 from functools import partial
 from pathlib import Path
 
@@ -699,10 +699,14 @@ def test_ranks_resumed_at_different_steps(two_procs):
         assert 'the ranks resumed at different steps' in err, err
 
 
-def gloo_threads() -> list[str]:
-    "The names of this process's gloo threads (Linux: /proc), e.g. 'pt_gloo_runloop'"
-    tasks = Path('/proc/self/task')
-    names = [(t / 'comm').read_text().strip() for t in tasks.iterdir()] if tasks.exists() else []
+def gloo_threads() -> list[str] | None:
+    "This process's gloo threads (Linux: /proc), e.g. 'pt_gloo_runloop'; None without /proc"
+    from pathlib import Path
+    tasks, names = Path('/proc/self/task'), []
+    if not tasks.exists(): return None
+    for task in tasks.iterdir():
+        try: names.append((task / 'comm').read_text().strip())
+        except OSError: pass                                  # a thread that ended meanwhile
     return sorted(n for n in names if 'gloo' in n)
 
 
@@ -712,8 +716,11 @@ def test_process_group_left_at_exit(two_procs):
     into Python's exit can abort the process (pytorch/pytorch#190489; see txbook.distributed)"""
     out, _ = two_procs
     for r in range(2):
-        assert json.loads((out / f'exit{r}.json').read_text()) == {
-            'initialized_at_exit': False, 'gloo_threads_at_exit': []}
+        state = json.loads((out / f'exit{r}.json').read_text())
+        assert state['initialized_at_exit'] is False, state
+        assert state['group_freed_at_exit'] is True, state
+        if state['gloo_threads_at_exit'] is None: pytest.skip("no /proc: no thread count")
+        assert state['gloo_threads_at_exit'] == [], state
 
 
 FAILING_RANK = """
@@ -728,6 +735,46 @@ _all_reduce(torch.ones(1))   # rank 0 waits here for a rank that is gone
 """
 
 
+FAILING_FIT = """
+from __future__ import annotations
+import atexit, json, os, sys, weakref, torch
+from torch import nn
+from txbook.data import TensorLoader
+from txbook.losses import default_loss
+from txbook.train import fit
+rank, group = os.environ['RANK'], []
+def at_exit():                         # registered first, so it runs after fit's own exit handler
+    state = {'group_freed': bool(group) and group[0]() is None,
+             'gloo_threads': gloo_threads()}
+    with open(f'exit{rank}.json', 'w') as f: json.dump(state, f)
+atexit.register(at_exit)
+def loss(out, y):                      # rank 1 fails in its first step, after DDP is built
+    group.append(weakref.ref(torch.distributed.group.WORLD))
+    if rank == '1': raise ValueError('rank 1 fails here')
+    return default_loss(out, y)
+torch.manual_seed(0)                   # the same data on both ranks
+x, y = torch.randn(32, 4), torch.randint(0, 2, (32,))
+fit(nn.Linear(4, 2), TensorLoader(x, y, batch_size=8), epochs=1, loss=loss, device='cpu',
+    progress=False, verbose=False)
+""".replace('import atexit', inspect.getsource(gloo_threads) + 'import atexit', 1)
+
+
+def torchrun(script: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    "`script` under torchrun, 2 CPU processes; on a timeout the whole session is killed, ranks too"
+    cmd = [sys.executable, '-m', 'torch.distributed.run', '--nnodes=1', '--nproc_per_node=2',
+           '--master_addr=127.0.0.1', f'--master_port={free_port()}', str(script), *args]
+    env = os.environ | {'OMP_NUM_THREADS': '1', 'GLOO_SOCKET_IFNAME': 'lo',
+                        'PYTHONFAULTHANDLER': '1'}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=script.parent, env=env, start_new_session=True)
+    try: out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 @pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
 @pytest.mark.parametrize('how', ['raise', 'exit'])
 def test_a_failed_rank_does_not_hang_the_others(tmp_path, how):
@@ -735,12 +782,23 @@ def test_a_failed_rank_does_not_hang_the_others(tmp_path, how):
     hook runs no collective, rank 1 exits, and torchrun stops rank 0"""
     script = tmp_path / 'fail.py'
     script.write_text(FAILING_RANK)
-    cmd = [sys.executable, '-m', 'torch.distributed.run', '--nnodes=1', '--nproc_per_node=2',
-           '--master_addr=127.0.0.1', f'--master_port={free_port()}', str(script), how]
-    env = os.environ | {'OMP_NUM_THREADS': '1', 'GLOO_SOCKET_IFNAME': 'lo'}
     # a barrier in the exit hook makes both ranks wait for the group's timeout (30 min)
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    run = torchrun(script, how)
     assert run.returncode != 0 and 'rank 1 fails here' in run.stderr, run.stderr[-3000:]
+
+
+@pytest.mark.slow   # torchrun jobs (module fixtures) or torch.compile
+def test_a_rank_failing_in_fit_leaves_no_gloo_thread(tmp_path):
+    """Rank 1 raises inside `fit`, after DDP is built: at its exit the group is freed and no gloo
+    thread is left (the traceback held the DDP wrapper, and the group, until the hook cleared it)"""
+    script = tmp_path / 'fail_fit.py'
+    script.write_text(FAILING_FIT)
+    run = torchrun(script)
+    assert run.returncode != 0 and 'rank 1 fails here' in run.stderr, run.stderr[-3000:]
+    state = json.loads((tmp_path / 'exit1.json').read_text())
+    assert state['group_freed'] is True, state
+    if state['gloo_threads'] is None: pytest.skip("no /proc: no thread count")
+    assert state['gloo_threads'] == [], state
 
 
 def families_run() -> dict:
@@ -765,13 +823,16 @@ def _worker(out: Path):
     """What each torchrun process runs: (b), the interrupted and resumed dropout runs, a too-small
     batch"""
     rank = int(os.environ['RANK'])
+    group = []                         # a weak reference to the process group, once it exists
     def at_exit():                     # registered first, so it runs after fit's own exit handler
         exit_state = {'initialized_at_exit': torch.distributed.is_initialized(),
+                      'group_freed_at_exit': group[0]() is None,
                       'gloo_threads_at_exit': gloo_threads()}
         (out / f'exit{rank}.json').write_text(json.dumps(exit_state))
     atexit.register(at_exit)
     tensors, res = {}, {}
     net, res['b'] = tiny_run(batch_size=2 * B, verbose=True)
+    group.append(weakref.ref(torch.distributed.group.WORLD))
     tensors |= {f'b.{k}': v for k, v in net.state_dict().items()}
     full, res['full'] = tiny_run(batch_size=2 * B, dropout=0.3)
     _, part = tiny_run(batch_size=2 * B, dropout=0.3, checkpoint=out / 'ck.safetensors',

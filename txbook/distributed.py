@@ -6,7 +6,7 @@ Docs: https://txbook.github.io/txbook/nbs/j_distributed.html.md"""
 
 # %% ../nbs/j_distributed.ipynb #1448fd83
 from __future__ import annotations
-import atexit, collections, importlib, os
+import atexit, collections, gc, importlib, os, sys, traceback
 import torch
 import torch.distributed as dist
 from torch import Tensor
@@ -21,32 +21,40 @@ def rank_world() -> tuple[int, int]:
 def _leave_group():
     "At exit: leave the process group `setup_distributed` joined, as PyTorch asks"
     try:
-        if dist.is_initialized(): dist.destroy_process_group()
+        if dist.is_initialized():
+            failed = getattr(sys, 'last_traceback', None)  # a failed run's frames hold its DDP
+            if failed is not None: traceback.clear_frames(failed)
+            gc.collect()                                   # wrapper, and so the group
+            dist.destroy_process_group()
     finally:
         _kept.clear()     # freed here, while Python can still serve the threads that shared them
 
 # No collective here, not even a barrier: at exit a rank cannot know that the others have finished.
 # A rank that leaves early (`sys.exit` on one rank) would sit in its barrier while the others sit in
-# their next collective, each waiting for the other until the group's timeout (30 min by default).
+# their next collective, each waiting for the other until the group's timeout (gloo: 30 min).
 
 # pytorch/pytorch#190489 (open, no release fixes it; seen here with torch 2.13): a gloo worker
 # thread that drops the last reference to a finished work frees its tensors; a tensor whose Python
 # object died first owns that object, and freeing it takes the GIL. If Python has begun to exit by
 # then, the thread is ended mid-C++ and the process aborts ("terminate called without an active
-# exception"). So the book's own all-reduces (`_all_reduce`) keep their works under gloo, the one
-# backend whose worker threads do this: a kept work is freed by Python, 64 all-reduces later (by
-# when the worker has let go, in practice) or at exit by `_leave_group`. Not covered: the
-# collectives of others (DDP's; `all_gather_object`). Every torch release up to the newest checked
-# here (2.13) has the bug, and no fixed one exists to name in a version guard: when one does, keep
-# works only below it. (On Python 3.14 CPython hangs such a thread instead of ending it,
+# exception"). Two defences:
+# - No gloo worker thread is left when Python exits. `_leave_group` frees the group, and freeing it
+#   joins its threads once their queued collectives finish, while Python can still serve them. It
+#   frees the group only if nothing else holds it: after an uncaught exception the traceback holds
+#   the failed frames and their DDP wrapper (cleared above); and `torch.distributed.nn.functional`
+#   binds ten default arguments `group=group.WORLD` when it is first imported, pinning whatever
+#   group exists then (torch 2.13: the group's refcount goes from 10 to 20). DDP's constructor
+#   imports `torch._dynamo`, which imports that module (through FSDP and `_shard`), so
+#   `setup_distributed` imports `torch._dynamo` before it creates the group. ZeRO
+#   (`torch.distributed.optim`) and FSDP's `ShardedGradScaler` would pin it the same way if first
+#   imported later; the book uses neither. tests/test_ddp.py checks at exit that the group is freed
+#   and no gloo thread is left, after a run and after a rank's failure inside `fit`.
+# - Where a group outlives the hook anyway, the book's own all-reduces (`_all_reduce`) keep their
+#   works under gloo, the one backend whose worker threads do this: a kept work is freed by Python,
+#   64 all-reduces later (by when the worker has let go, in practice) or by `_leave_group`.
+# Every torch release up to the newest checked here (2.13) has the bug, and no fixed one exists to
+# name in a version guard. (On Python 3.14 CPython hangs such a thread instead of ending it,
 # gh-87135, which would turn the abort into a hang at exit.)
-# The other half: no gloo worker thread should be left when Python exits. `destroy_process_group`
-# joins them when it frees the group, and it frees the group only when nothing else holds it. DDP's
-# constructor imports `torch._dynamo` if nothing has yet, and that first import, made while a
-# group exists, keeps references to the group for good (torch 2.13: ten, by `sys.getrefcount`), so
-# the worker threads of every run that used DDP lived on into Python's exit, where a collective's
-# late release can abort. `setup_distributed` imports `torch._dynamo` before it creates the group;
-# then `_leave_group` leaves no worker thread behind (tests/test_ddp.py checks at exit).
 _kept = collections.deque(maxlen=64)
 
 def _all_reduce(t:Tensor, op=dist.ReduceOp.SUM) -> Tensor:
@@ -72,7 +80,8 @@ def setup_distributed(device=None,        # default: `default_device()`
         device = torch.device('cuda', int(os.environ.get('LOCAL_RANK', '0')))
     if device.type == 'cuda': torch.cuda.set_device(device)
     if not dist.is_initialized():                        # rank, world size, address: from torchrun
-        importlib.import_module('torch._dynamo')         # before the group exists: see `_kept`
+        try: importlib.import_module('torch._dynamo')    # before the group exists: see `_kept`
+        except Exception: pass                           # (then DDP cannot be built either)
         backend = 'nccl' if device.type == 'cuda' else 'gloo'
         dist.init_process_group(backend, device_id=device if device.type == 'cuda' else None)
         atexit.register(_leave_group)                    # the script may still use the group
