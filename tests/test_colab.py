@@ -42,7 +42,8 @@ from pathlib import Path
 
 import pytest
 import txbook
-from helpers import COLAB, NBS, ROOT, execute_in_runtime, fresh_venv, kernel_threads
+from helpers import (COLAB, NBS, NO_COMPILE, ROOT, execute_in_runtime, fresh_venv,
+                     kernel_threads)
 from helpers import run_without_pythonpath as _run
 
 # Colab's runtime: COLAB (tests/helpers.py; the versions the README states)
@@ -87,7 +88,7 @@ def colab(tmp_path_factory):
     assert [w.name.split("-")[1] for w in whl] == [txbook.__version__], whl
     venv = base / "venv"
     py = fresh_venv(venv, tmp_path_factory)
-    _run(py, "-m", "pip", "install", "-q", *COLAB_PREINSTALLED)
+    _run(py, "-m", "pip", "install", "-q", *NO_COMPILE, *COLAB_PREINSTALLED)
     baseline = _freeze(py)
     assert not baseline & {"txbook", "nbdev", "einops", "fastprogress"}, baseline
     versions = json.loads(_run(py, "-c", "import json, importlib.metadata as m; "
