@@ -18,7 +18,8 @@ closes each client.
 
 `kernel_log_lines(text)` finds what the Jupyter machinery (the kernel, its messaging, zmq) logged in
 one output's text, `log_lines_in(nb)` in every output of an executed notebook: the quick pass and
-the book's page checks (tests/check_site.py) name the page and the cell of each.
+the book's page checks (tests/check_site.py) name the page and the cell of each. `idle_gaps(nb)`
+finds the cells the kernel was slow to start.
 """
 from __future__ import annotations
 
@@ -72,6 +73,27 @@ def log_lines_in(nb: dict) -> list[tuple[str, str]]:
 def log_report(page: str, nb: dict) -> str:
     "Where `nb` (page `page`) shows kernel log lines, one line each; '' if nowhere"
     return "\n".join(f"{page} {cell}: {line}" for cell, line in log_lines_in(nb))
+
+
+def idle_gaps(nb: dict, over: float = 30.0) -> list[tuple[str, float]]:
+    """(cell, seconds) of every code cell whose kernel started it more than `over` seconds after
+    it had replied to the code cell before (nbclient's timing metadata, stamped by the kernel):
+    time in which the notebook ran nothing. A gap that reaches the cell timeout fails the page; a
+    shorter one passes, so the quick pass and the Colab simulation warn of each (seen once: 899.9 s
+    before 01_attention's cell 90, under the 900 s timeout)."""
+    from datetime import datetime
+    stamp = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))
+    gaps, before = [], None
+    for i, cell in enumerate(nb.get("cells", []), 1):
+        t = cell.get("metadata", {}).get("execution", {})
+        if "iopub.status.busy" not in t or "shell.execute_reply" not in t:
+            continue
+        if before is not None:
+            gap = (stamp(t["iopub.status.busy"]) - before).total_seconds()
+            if gap > over:
+                gaps.append((f"cell {i} (id {cell.get('id', '?')})", round(gap, 1)))
+        before = stamp(t["shell.execute_reply"])
+    return gaps
 
 
 # ------------------------------------------------------------------------------- running a notebook
