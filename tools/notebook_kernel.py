@@ -101,6 +101,37 @@ def idle_gaps(nb: dict, over: float = 30.0) -> list[tuple[str, float]]:
 _SUN_PATH = 100
 
 
+def sliced(get_msg, most: float = 1.0):
+    """`get_msg(timeout)` of a jupyter_client channel, waiting in slices of at most `most` seconds
+    until the message comes or `timeout` runs out (None: no end), then raising `queue.Empty`.
+
+    An ipywidgets `Output` widget (as `interact` makes) has nbclient send `comm_msg` updates on the
+    shell socket while it waits on that socket for the cell's reply, and the reply can then sit in
+    the socket with no wake-up until the wait times out (jupyter/nbclient#312, open): pyzmq looks at
+    the socket once more when a wait times out. Here the kernel replied to 01_attention's `interact`
+    cell and went idle, both processes idle in `select` (py-spy), and the client read the reply
+    only when its 900 s cell timeout came: the page took 910 s instead of 8. Waits of one second
+    each find such a message within a second."""
+    import queue, time
+
+    async def get(timeout: float | None = None):
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if end is None else max(0.0, end - time.monotonic())
+            try:
+                return await get_msg(timeout=most if left is None else min(most, left))
+            except queue.Empty:
+                if left is not None and left <= most:
+                    raise
+    return get
+
+
+def _slice_waits(kc) -> None:
+    "The client's shell and IOPub waits, in slices of a second (`sliced`)"
+    for channel in (kc.shell_channel, kc.iopub_channel):
+        channel.get_msg = sliced(channel.get_msg)
+
+
 def run_notebook(nb, folder: str | Path, env: dict, timeout: int, kernel_name: str = "python3",
                  kernel_dirs: list | None = None, **client_kw) -> None:
     """Execute `nb` in place in a new kernel `kernel_name` (found in `kernel_dirs`, else where
@@ -133,7 +164,9 @@ def run_notebook(nb, folder: str | Path, env: dict, timeout: int, kernel_name: s
                                 connection_file=str(private / "kernel.json"),
                                 **({"kernel_spec_manager": specs} if specs else {}))
         client = NotebookClient(nb, km=km, timeout=timeout, kernel_name=kernel_name,
-                                resources={"metadata": {"path": str(folder)}}, **client_kw)
+                                resources={"metadata": {"path": str(folder)}},
+                                on_notebook_start=lambda **_: _slice_waits(client.kc),
+                                **client_kw)
         # cleanup_kc: nbclient shuts the kernel down and stops its client's channels although it did
         # not make `km` (by default it leaves both to the caller: the Colab simulation's heartbeats
         # outlived its kernels)
