@@ -21,11 +21,13 @@ unexport MPLBACKEND
 
 install: $(VENV)/.installed
 
+# --no-compile: Python byte-compiles a module when it is first imported; pip would compile every
+# module of every package ahead of time (torch, transformers, sphinx: most never imported here).
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q "$(TORCH)"
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q --no-compile "$(TORCH)"
+	$(BIN)/python -m pip install -q --no-compile -e ".[dev]"
 	# timm, for bench/bench_vit_vs_timm.py: without its dependencies, since its torchvision would replace the
 	# CPU wheel of torch by a CUDA build (the bench stands in for torchvision, which timm's ViT does not use)
 	$(BIN)/python -m pip install -q --no-deps "timm==1.0.31"
@@ -55,7 +57,8 @@ pdf: install
 
 # Clean notebooks, package in sync with nbs/, every notebook at quick size (saved for make book), the
 # Colab simulation at smoke size (full shapes, cut budgets),
-# the packaging checks, and the rest of the pytest suite; in two workers, a file at a time (tests/conftest.py).
+# the packaging checks, and the rest of the pytest suite; in two workers, a file at a time, but the
+# quick pass a page at a time (tests/conftest.py).
 test: install
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 

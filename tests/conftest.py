@@ -18,14 +18,46 @@ if not os.environ.get("TXBOOK_DATA", "").strip():
         os.environ["TXBOOK_DATA"] = str(_shared)
 sys.path.insert(0, str(ROOT / "book" / "_ext"))  # the book's Sphinx extension
 
-# `make test` runs the suite in two pytest-xdist workers, a test file at a time (`-n 2 --dist
-# loadfile`): the tests of a file share its module fixtures (a venv, a wheel, a torchrun job), built
-# once in one worker. The Colab simulation (tests/test_colab.py) mostly waits on pip, so it overlaps
-# well with the quick pass in the other. (`--dist loadgroup` with xdist_group marks would be finer,
-# but pytest 9.2 ignores xdist 3.8's group suffix.) xdist hands out the files with the most tests
-# first (test_colab, test_notebooks: one to each worker); the rest follow as a worker frees up.
-# Files must not leak process state into each other, since any two may share a worker in any order:
-# e.g. a torch function mode left on the stack stops dynamo tracing (checked below).
+# `make test` runs the suite in two pytest-xdist workers (`-n 2 --dist loadfile`), a test file at a
+# time: the tests of a file share its module fixtures (a venv, a wheel, a torchrun job), built once
+# in one worker. One file is cut finer (`_Scheduler` below): the quick pass,
+# tests/test_notebooks.py, whose tests share no fixture, goes out a notebook at a time, so its 34
+# pages (about 18 min of the 2-core machine, half the suite) fill whichever worker is free instead
+# of holding one worker for the whole pass. xdist hands out the units with the most tests first:
+# the Colab simulation (tests/test_colab.py) starts at once in one worker, the other files follow,
+# then the pages. (`--dist loadgroup` with xdist_group marks would say the same, but pytest 9.2
+# ignores xdist 3.8's group suffix.) Files must not leak process state into each other, since any
+# two may share a worker in any order: e.g. a torch function mode left on the stack stops dynamo
+# tracing (checked below).
+
+
+@pytest.hookimpl(optionalhook=True)   # pytest without xdist (tests/test_loaders.py in a fresh venv)
+def pytest_xdist_make_scheduler(config, log):
+    "Under `--dist loadfile`, `_Scheduler`; any other mode as xdist schedules it"
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class _Scheduler(LoadScopeScheduling):
+        "A file at a time, as `--dist loadfile`, but the quick pass a notebook at a time"
+        def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::", 1)[0]
+            return nodeid if file.endswith("tests/test_notebooks.py") else file
+
+        def _reschedule(self, node) -> None:
+            """The next unit when the worker holds one test besides the one it runs (xdist: two;
+            one is the least: a worker starts a test only once it knows the next), so that a worker
+            busy with a long page holds one further page, not two, that the other could run: in a
+            replay of a CI run's test times, the two workers ended 1.6 min apart with two, 0.4 min
+            with one"""
+            if node.shutting_down:
+                return
+            if not self.workqueue:
+                node.shutdown()
+            elif self._pending_of(self.assigned_work[node]) <= 1:
+                self._assign_work_unit(node)
+
+    return _Scheduler(config, log)
 
 
 def _process_state() -> dict:

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import COLAB, PYPROJECT, ROOT, _version, floors, fresh_venv, torch_floor
+from helpers import (COLAB, NO_COMPILE, PYPROJECT, ROOT, _version, floors, fresh_venv,
+                     torch_floor)
 from helpers import run_process as _run
 # pages the floor venv runs whole (appendix L: the loaders' tools)
 WHOLE = ["l_foreign"]
@@ -278,7 +279,8 @@ def floor_venv(tmp_path_factory):
     t0 = time.time()
     pins = {n: v for n, v in floors().items() if n != "torch"}
     py = fresh_venv(tmp_path_factory.mktemp("floor") / "venv", tmp_path_factory)
-    r = _run(py, "-m", "pip", "install", "-q", *[f"{n}=={v}" for n, v in pins.items()], "pytest")
+    r = _run(py, "-m", "pip", "install", "-q", *NO_COMPILE,
+             *[f"{n}=={v}" for n, v in pins.items()], "pytest")
     if r.returncode and NETWORK.search(r.stdout + r.stderr):
         pytest.skip(f"the package registry is unreachable: {(r.stdout + r.stderr).strip()[-300:]}")
     assert r.returncode == 0, (
