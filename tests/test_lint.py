@@ -1,7 +1,8 @@
-"""ruff over the support code: pyflakes (unused and undefined names, ...), syntax errors and lines
-of at most 120 characters in tests/, tools/, bench/ and book/_ext (the rules: pyproject.toml's
-[tool.ruff]). The notebooks' code lines are held to 100 by tests/test_lines.py; txbook/ is written
-by nbdev from them.
+"""ruff over the support code and the notebooks: pyflakes (unused and undefined names, ...),
+syntax errors and lines of at most 100 characters in tests/, tools/, bench/, book/_ext and the code
+cells of nbs/ (the rules: pyproject.toml's [tool.ruff]; a notebook may import a name again, or below
+code). txbook/ is written by nbdev from the notebooks; tests/test_lines.py holds the code fences of
+their markdown cells to the same 100.
 """
 import json, shutil, sys
 from pathlib import Path
