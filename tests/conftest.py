@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT / "book" / "_ext"))  # the book's Sphinx extension
 # tracing (checked below).
 
 
+@pytest.hookimpl(optionalhook=True)   # pytest without xdist (tests/test_loaders.py in a fresh venv)
 def pytest_xdist_make_scheduler(config, log):
     "Under `--dist loadfile`, `_Scheduler`; any other mode as xdist schedules it"
     if config.getoption("dist") != "loadfile":
@@ -44,10 +45,11 @@ def pytest_xdist_make_scheduler(config, log):
             return nodeid if file.endswith("tests/test_notebooks.py") else file
 
         def _reschedule(self, node) -> None:
-            """The next unit when the worker holds one test besides the one it runs (xdist: two),
-            so that a worker busy with a long page holds no further page another worker could
-            run: in a replay of a CI run's test times, the two workers ended 1.6 min apart with
-            two, 0.4 min with one"""
+            """The next unit when the worker holds one test besides the one it runs (xdist: two;
+            one is the least: a worker starts a test only once it knows the next), so that a worker
+            busy with a long page holds one further page, not two, that the other could run: in a
+            replay of a CI run's test times, the two workers ended 1.6 min apart with two, 0.4 min
+            with one"""
             if node.shutting_down:
                 return
             if not self.workqueue:
