@@ -119,6 +119,13 @@ def topk(logits: Tensor, y: Tensor, k: int) -> float:
     return (logits.topk(k, dim=-1).indices == y[:, None]).any(-1).float().mean().item()
 
 
+def positive(text: str) -> int:
+    "An argument that must be a whole number, at least 1"
+    n = int(text)
+    if n < 1: raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
 def train_rows(args, rows: dict) -> tuple[dict, dict]:
     """Train every row (name -> (Swin options, labels, head kind)) with every seed: per-seed
     results, timing"""
@@ -202,8 +209,8 @@ def record(args, argv, rows: dict, page: str):
     show(res, args, timing)
     if args.json:
         rec = {'page': page, **info, 'args': vars(args), 'seeds': list(args.seeds),
-               'steps': timing['steps'], 'wall_s': timing['wall_s'], 'cpu_s': timing['cpu_s'],
-               'rows': {
+               'steps': timing['steps'], 'n_test': timing['n_test'], 'wall_s': timing['wall_s'],
+               'cpu_s': timing['cpu_s'], 'rows': {
                    name: {'options': {k: v for k, v in rows[name][0].items()},
                           'labels': rows[name][1],
                           'kind': rows[name][2], **res[name]} for name in rows}}
@@ -222,7 +229,7 @@ def parser() -> argparse.ArgumentParser:
     trains = [sub.add_parser('ablation'), sub.add_parser('table2')]
     for a in trains:
         a.add_argument('--n-train', type=int, default=60_000)
-        a.add_argument('--n-test', type=int, default=None,
+        a.add_argument('--n-test', type=positive, default=None,
                        help='the first N test images (default: all 10,000)')
         a.add_argument('--epochs', type=int, default=10)
         a.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2, 3, 4])

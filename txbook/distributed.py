@@ -26,7 +26,7 @@ def _clear_failed_frames():
         if e is None or id(e) in seen: continue
         seen.add(id(e))
         if e.__traceback__ is not None: traceback.clear_frames(e.__traceback__)
-        todo += [e.__cause__, e.__context__]
+        todo += [e.__cause__, e.__context__, *getattr(e, 'exceptions', ())]   # and a group's
 
 def _leave_group():
     "At exit: leave the process group `setup_distributed` joined, as PyTorch asks"

@@ -44,7 +44,7 @@ def _mps_in_use() -> bool:
 
 def _sync():
     "Wait for the GPU's queued work, if a GPU is in use (CUDA, or Apple's MPS)"
-    if torch.cuda.is_available() and torch.cuda.is_initialized(): torch.cuda.synchronize()
+    if torch.cuda.is_initialized(): torch.cuda.synchronize()   # (is_available would ask the driver)
     if _mps_in_use(): torch.mps.synchronize()
 
 def _clock() -> float:
@@ -135,7 +135,11 @@ def _forked_call(fn:Callable, a, threads:int, send, parent:int):
     try: torch.save(('ok', fn(a)), buf)
     except BaseException: buf = io.BytesIO(); torch.save(('error', traceback.format_exc()), buf)
     send.send_bytes(buf.getvalue())
-    os._exit(0)   # at once: a thread `fn` left running would hold the exit, and the parent's join
+    # End at once: a thread `fn` left running would hold a normal exit, and the parent's join. What
+    # a normal exit does besides, for the processes `fn` started, is done here: daemons end, others
+    # are waited for.
+    for p in mp.active_children(): p.terminate() if p.daemon else p.join()
+    os._exit(0)
 
 def _can_fork() -> bool:
     "Fork only where it is safe: Linux, before this process has started CUDA"
