@@ -37,7 +37,7 @@ runs in the same runtime, against the installed wheel, so the loaders are tested
 transformers too (the newest runs in the project's venv, the declared floors in
 tests/test_versions.py). `make colab` runs only this file; `make test` runs it with the rest.
 """
-import json, os, shutil, subprocess, sys, time
+import json, os, shutil, subprocess, sys, time, warnings
 from pathlib import Path
 
 import pytest
@@ -59,7 +59,7 @@ COLAB_PREINSTALLED = [f"numpy=={COLAB['numpy']}", "matplotlib", "ipywidgets", "i
 sys.path.insert(0, str(ROOT / "tools"))
 # the datasets the chapters read: name -> (file, urls, sha256)
 from fetch_data import FILES as DATASETS
-from notebook_kernel import log_report   # a kernel of its own over ipc (issue 41)
+from notebook_kernel import idle_gaps, log_report   # a kernel of its own over ipc (issue 41)
 # builds a wheel and a fresh venv, executes every notebook: not in the fast path (`pytest -m "not
 # slow"`)
 pytestmark = pytest.mark.slow
@@ -188,6 +188,9 @@ def test_chapter_runs_in_colab(colab, path):
     assert not logs, (
         f"{path.name}: kernel log lines in the outputs (tools/notebook_kernel.py):\n{logs[-6000:]}"
     )
+    for cell, seconds in idle_gaps(nb):   # a kernel slow to start a cell: said, not failed
+        warnings.warn(f"{path.name} {cell} (Colab simulation): the kernel started it {seconds} s "
+                      "after the cell before had ended (tools/notebook_kernel.py, idle_gaps)")
     probe = json.loads(
         "".join(o.get("text", "") for o in nb.cells[-1].outputs if o.get("name") == "stdout"))
     assert probe["colab"], "google.colab was not imported in the kernel"

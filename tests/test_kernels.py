@@ -43,7 +43,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-from notebook_kernel import kernel_log_lines, log_lines_in, log_report, output_texts  # noqa: E402
+from notebook_kernel import (idle_gaps, kernel_log_lines, log_lines_in, log_report,  # noqa: E402
+                             output_texts, sliced)
 
 pytestmark = pytest.mark.kernels
 FLAVOURS = ("quick", "colab")   # the quick pass's way of running a notebook, the Colab simulation's
@@ -109,6 +110,51 @@ def test_log_lines_name_the_cell():
     assert log_report(
         "a_core", nb).splitlines()[-1] == "a_core cell 3 (id c3): ValueError: DELIM not in msg_list"
     assert list(output_texts(nb["cells"][1])) == ["ok\n"]
+
+
+def test_idle_gaps_name_the_cell():
+    """A code cell the kernel started long after the cell before it replied is found, counted from
+    the reply (kernel-stamped) to its busy status; markdown and unexecuted cells are passed over"""
+    def code(id, busy, reply):
+        return {"cell_type": "code", "id": id, "metadata": {"execution": {
+            "iopub.status.busy": f"2026-12-06T01:{busy}Z", "shell.execute_reply":
+            f"2026-12-06T01:{reply}Z"}}}
+    nb = {"cells": [code("a", "55:40.000000", "55:49.928000"),
+                    {"cell_type": "markdown", "id": "m", "metadata": {}},
+                    {"cell_type": "code", "id": "skip", "metadata": {}},
+                    code("b", "55:50.000000", "55:51.000000"),          # 0.07 s after a
+                    code("c", "56:30.500000", "56:31.000000"),          # 39.5 s after b
+                    code("d", "56:31.000000", "56:32.000000")]}
+    assert idle_gaps(nb) == [("cell 5 (id c)", 39.5)]
+    assert idle_gaps(nb, over=40) == []
+    assert idle_gaps(nb, over=0.05) == [("cell 4 (id b)", 0.1), ("cell 5 (id c)", 39.5)]
+
+
+def test_waits_are_sliced():
+    """`sliced` waits in slices of at most `most` seconds: a message that a slice's end finds is
+    returned (pyzmq looks once more when a wait times out), a wait with a timeout still ends with
+    `queue.Empty` at that timeout, and one without waits on"""
+    import asyncio, queue
+
+    def channel(ready_after: float):
+        calls, t0 = [], time.monotonic()
+        async def get_msg(timeout=None):
+            calls.append(timeout)
+            await asyncio.sleep(min(timeout, 0.05))             # no wake-up: only the end looks
+            if time.monotonic() - t0 >= ready_after:
+                return {"msg": "reply"}
+            raise queue.Empty
+        return get_msg, calls
+    get_msg, calls = channel(ready_after=0.12)
+    assert asyncio.run(sliced(get_msg, most=0.05)(timeout=10)) == {"msg": "reply"}
+    assert len(calls) >= 3 and max(calls) <= 0.05, calls        # slices, not one 10 s wait
+    get_msg, calls = channel(ready_after=99)
+    t0 = time.monotonic()
+    with pytest.raises(queue.Empty):
+        asyncio.run(sliced(get_msg, most=0.05)(timeout=0.2))
+    assert 0.19 <= time.monotonic() - t0 < 1, calls            # ended at its timeout
+    get_msg, calls = channel(ready_after=0.2)
+    assert asyncio.run(sliced(get_msg, most=0.05)()) == {"msg": "reply"}   # no timeout: on
 
 
 def test_site_check_names_page_and_cell(tmp_path):

@@ -17,7 +17,7 @@ skipped; a chapter with such a cell is not reused by the book, which runs all of
 as under `nbdev-test` (no GPU here; on a machine with a CUDA GPU the pass sets `TXBOOK_SIZE=quick`
 unless the caller chose a size).
 """
-import json, os, sys, time, tomllib
+import json, os, sys, time, tomllib, warnings
 from unittest import mock
 
 import pytest
@@ -26,7 +26,7 @@ from helpers import NBS, ROOT, execute, kernel_env
 
 from txbook_book import EXECUTED, execution_key, parse_directives, read_nbdev, save_executed
 sys.path.insert(0, str(ROOT / "tools"))
-from notebook_kernel import log_report  # noqa: E402
+from notebook_kernel import idle_gaps, log_report  # noqa: E402
 # executes every notebook: not in the fast path (`pytest -m "not slow"`)
 pytestmark = pytest.mark.slow
 
@@ -76,6 +76,9 @@ def test_notebook(path):
         pytest.fail(f"{path.name}: kernel log lines in the outputs "
                     f"(tools/notebook_kernel.py):\n{logs[-6000:]}",
                     pytrace=False)
+    for cell, seconds in idle_gaps(nb):   # a kernel slow to start a cell: said, not failed
+        warnings.warn(f"{path.name} {cell}: the kernel started it {seconds} s after the cell "
+                      "before had ended (tools/notebook_kernel.py, idle_gaps)")
     key = {**execution_key(text, ROOT, size_note_in(env)), "reusable": skipped == 0,
            "seconds": round(wall, 1)}
     save_executed(nb, path.stem, key)

@@ -18,7 +18,8 @@ closes each client.
 
 `kernel_log_lines(text)` finds what the Jupyter machinery (the kernel, its messaging, zmq) logged in
 one output's text, `log_lines_in(nb)` in every output of an executed notebook: the quick pass and
-the book's page checks (tests/check_site.py) name the page and the cell of each.
+the book's page checks (tests/check_site.py) name the page and the cell of each. `idle_gaps(nb)`
+finds the cells the kernel was slow to start.
 """
 from __future__ import annotations
 
@@ -74,9 +75,61 @@ def log_report(page: str, nb: dict) -> str:
     return "\n".join(f"{page} {cell}: {line}" for cell, line in log_lines_in(nb))
 
 
+def idle_gaps(nb: dict, over: float = 30.0) -> list[tuple[str, float]]:
+    """(cell, seconds) of every code cell whose kernel started it more than `over` seconds after
+    it had replied to the code cell before (nbclient's timing metadata, stamped by the kernel):
+    time in which the notebook ran nothing. A gap that reaches the cell timeout fails the page; a
+    shorter one passes, so the quick pass and the Colab simulation warn of each (seen once: 899.9 s
+    before 01_attention's cell 90, under the 900 s timeout)."""
+    from datetime import datetime
+    stamp = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))
+    gaps, before = [], None
+    for i, cell in enumerate(nb.get("cells", []), 1):
+        t = cell.get("metadata", {}).get("execution", {})
+        if "iopub.status.busy" not in t or "shell.execute_reply" not in t:
+            continue
+        if before is not None:
+            gap = (stamp(t["iopub.status.busy"]) - before).total_seconds()
+            if gap > over:
+                gaps.append((f"cell {i} (id {cell.get('id', '?')})", round(gap, 1)))
+        before = stamp(t["shell.execute_reply"])
+    return gaps
+
+
 # ------------------------------------------------------------------------------- running a notebook
 # bytes a Unix socket's path may have (sockaddr_un: 108 on Linux, 104 on macOS), with room
 _SUN_PATH = 100
+
+
+def sliced(get_msg, most: float = 1.0):
+    """`get_msg(timeout)` of a jupyter_client channel, waiting in slices of at most `most` seconds
+    until the message comes or `timeout` runs out (None: no end), then raising `queue.Empty`.
+
+    An ipywidgets `Output` widget (as `interact` makes) has nbclient send `comm_msg` updates on the
+    shell socket while it waits on that socket for the cell's reply, and the reply can then sit in
+    the socket with no wake-up until the wait times out (jupyter/nbclient#312, open): pyzmq looks at
+    the socket once more when a wait times out. Here the kernel replied to 01_attention's `interact`
+    cell and went idle, both processes idle in `select` (py-spy), and the client read the reply
+    only when its 900 s cell timeout came: the page took 910 s instead of 8. Waits of one second
+    each find such a message within a second."""
+    import queue, time
+
+    async def get(timeout: float | None = None):
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if end is None else max(0.0, end - time.monotonic())
+            try:
+                return await get_msg(timeout=most if left is None else min(most, left))
+            except queue.Empty:
+                if left is not None and left <= most:
+                    raise
+    return get
+
+
+def _slice_waits(kc) -> None:
+    "The client's shell and IOPub waits, in slices of a second (`sliced`)"
+    for channel in (kc.shell_channel, kc.iopub_channel):
+        channel.get_msg = sliced(channel.get_msg)
 
 
 def run_notebook(nb, folder: str | Path, env: dict, timeout: int, kernel_name: str = "python3",
@@ -111,7 +164,9 @@ def run_notebook(nb, folder: str | Path, env: dict, timeout: int, kernel_name: s
                                 connection_file=str(private / "kernel.json"),
                                 **({"kernel_spec_manager": specs} if specs else {}))
         client = NotebookClient(nb, km=km, timeout=timeout, kernel_name=kernel_name,
-                                resources={"metadata": {"path": str(folder)}}, **client_kw)
+                                resources={"metadata": {"path": str(folder)}},
+                                on_notebook_start=lambda **_: _slice_waits(client.kc),
+                                **client_kw)
         # cleanup_kc: nbclient shuts the kernel down and stops its client's channels although it did
         # not make `km` (by default it leaves both to the caller: the Colab simulation's heartbeats
         # outlived its kernels)
