@@ -217,11 +217,11 @@ def test_the_table1_record_has_the_pages_rows():
 
 @pytest.mark.parametrize("script,args", [
     ("bench/bench_swin.py",
-     ["table2", "--n-train", "64", "--epochs", "1", "--seeds", "0", "1", "--width", "16",
-                             "--batch-size", "32", "--device", "cpu", "--workers", "2"]),
+     ["table2", "--n-train", "64", "--n-test", "256", "--epochs", "1", "--seeds", "0", "1",
+      "--width", "16", "--batch-size", "32", "--device", "cpu", "--workers", "2"]),
     ("bench/bench_swin.py",
-     ["ablation", "--n-train", "64", "--epochs", "1", "--seeds", "0", "--width", "16",
-                             "--batch-size", "32", "--device", "cpu"]),
+     ["ablation", "--n-train", "64", "--n-test", "256", "--epochs", "1", "--seeds", "0",
+      "--width", "16", "--batch-size", "32", "--device", "cpu"]),
     ("bench/bench_poslabels.py",
      ["--n-train", "64", "--n-test", "64", "--epochs", "1", "--seeds", "2",
                                   "--batch-size", "32", "--workers", "2"]),

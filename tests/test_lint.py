@@ -28,6 +28,14 @@ def test_support_code_and_notebooks_pass_ruff():
                                f"{r.stdout[-6000:]}")
 
 
+def test_the_package_imports_nothing_it_does_not_use():
+    """F401 over txbook/: an import an exported cell makes for a later, unexported one belongs in
+    that cell (the notebooks alone cannot show it: the later cell uses the name)"""
+    r = run_process(ruff(), "check", "--no-cache", "--select", "F401", "--output-format", "concise",
+                    "txbook", cwd=ROOT)
+    assert r.returncode == 0, f"unused imports in the package:\n{r.stdout[-3000:]}"
+
+
 def test_ruff_catches_what_it_is_there_for(tmp_path):
     "The configuration is read and enforced: an unused import and a line of 101 characters fail"
     bad = tmp_path / "bad.py"

@@ -91,14 +91,15 @@ def _locate(name:str, fname:str, urls:list[str], sha256:str, path:str|Path|None=
     raise FileNotFoundError(f"{fname} is not in {where} and no download worked:\n{errors}")
 
 # %% ../nbs/e_data.ipynb #c3a8e5f2
-_verified_files: dict[tuple, str] = {}     # (path, size, mtime) -> the SHA-256 it was found to have
+_verified_files: dict[tuple, str] = {}   # (path, inode, size, times) -> the SHA-256 found
 
 def _verified(path:Path,     # a local copy `_locate` found (or downloaded)
               sha256:str,    # the digest it must have
              ) -> Path:
     "`path` if its SHA-256 is `sha256`, else a ValueError naming both digests; each file read once"
     st = path.stat()
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    # the change time too: a copy that keeps its mtime (`cp -p`, tar) still gets a new ctime
+    key = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     if _verified_files.get(key) != sha256:
         got = pooch.file_hash(path)
         if got != sha256:
@@ -132,8 +133,11 @@ def read_idx(path:str|Path,            # an IDX file, gzipped if its name ends i
     if len(buf) < 4 or buf[:2] != b'\x00\x00' or buf[2] != 0x08:
         raise ValueError(f"{path}: not an unsigned-byte IDX file "
                          f"(header {buf[:4].hex()}, expected 0000 08 0N)")
+    offset = 4 + 4 * buf[3]
+    if len(buf) < offset:
+        raise ValueError(f"{path}: its header declares {buf[3]} dimensions, {offset} bytes of "
+                         f"header, but the file has {len(buf)} bytes")
     dims = tuple(int(d) for d in np.frombuffer(buf, '>u4', count=buf[3], offset=4))
-    offset = 4 + 4 * len(dims)
     n = int(np.prod(dims))
     if len(buf) - offset != n:
         raise ValueError(f"{path}: header says {dims} = {n} values "

@@ -18,13 +18,22 @@ def rank_world() -> tuple[int, int]:
     if dist.is_available() and dist.is_initialized(): return dist.get_rank(), dist.get_world_size()
     return 0, 1
 
+def _clear_failed_frames():
+    "Clear the frames of the uncaught exception's traceback and of every exception chained to it"
+    todo, seen = [getattr(sys, 'last_value', None)], set()
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen: continue
+        seen.add(id(e))
+        if e.__traceback__ is not None: traceback.clear_frames(e.__traceback__)
+        todo += [e.__cause__, e.__context__, *getattr(e, 'exceptions', ())]   # and a group's
+
 def _leave_group():
     "At exit: leave the process group `setup_distributed` joined, as PyTorch asks"
     try:
         if dist.is_initialized():
-            failed = getattr(sys, 'last_traceback', None)  # a failed run's frames hold its DDP
-            if failed is not None: traceback.clear_frames(failed)
-            gc.collect()                                   # wrapper, and so the group
+            _clear_failed_frames()       # a failed run's frames hold its DDP wrapper, and the group
+            gc.collect()
             dist.destroy_process_group()
     finally:
         _kept.clear()     # freed here, while Python can still serve the threads that shared them
@@ -41,14 +50,14 @@ def _leave_group():
 # - No gloo worker thread is left when Python exits. `_leave_group` frees the group, and freeing it
 #   joins its threads once their queued collectives finish, while Python can still serve them. It
 #   frees the group only if nothing else holds it: after an uncaught exception the traceback holds
-#   the failed frames and their DDP wrapper (cleared above); and `torch.distributed.nn.functional`
-#   binds ten default arguments `group=group.WORLD` when it is first imported, pinning whatever
-#   group exists then (torch 2.13: the group's refcount goes from 10 to 20). DDP's constructor
-#   imports `torch._dynamo`, which imports that module (through FSDP and `_shard`), so
-#   `setup_distributed` imports `torch._dynamo` before it creates the group. ZeRO
-#   (`torch.distributed.optim`) and FSDP's `ShardedGradScaler` would pin it the same way if first
-#   imported later; the book uses neither. tests/test_ddp.py checks at exit that the group is freed
-#   and no gloo thread is left, after a run and after a rank's failure inside `fit`.
+#   the failed frames and their DDP wrapper, in it and in the exceptions chained to it (cleared
+#   above); and `torch.distributed.nn.functional` binds ten default arguments `group=group.WORLD`
+#   when it is first imported, pinning whatever group exists then (torch 2.13: the group's refcount
+#   rises by ten). DDP's constructor imports `torch._dynamo`, which imports that module (through
+#   FSDP and `_shard`), so `setup_distributed` imports `torch._dynamo` before it creates the group.
+#   ZeRO (`torch.distributed.optim`) and FSDP's `ShardedGradScaler` would pin it the same way if
+#   first imported later; the book uses neither. tests/test_ddp.py checks at exit that the group is
+#   freed and no gloo thread is left, after a run and after a rank's failure inside `fit`.
 # - Where a group outlives the hook anyway, the book's own all-reduces (`_all_reduce`) keep their
 #   works under gloo, the one backend whose worker threads do this: a kept work is freed by Python,
 #   64 all-reduces later (by when the worker has let go, in practice) or by `_leave_group`.

@@ -8,7 +8,6 @@ Docs: https://txbook.github.io/txbook/nbs/l_foreign.html.md"""
 from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
-import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 

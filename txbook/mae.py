@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Literal, NamedTuple
 import torch
-import torch.nn.functional as F
 from torch import nn, Tensor
 from .blocks import Encoder
 from .position import sincos_2d_encoding

@@ -34,9 +34,7 @@ def time_it(fn:Callable[[], object],   # what to time, called with no arguments
             threads:int|None=None,     # CPU threads while timing; default: the current number
            ) -> float:                 # seconds per call, the median over the measured blocks
     "Median seconds of one call of `fn()`, measured by `torch.utils.benchmark.Timer`"
-    # the Timer waits for CUDA itself; Apple's MPS device it does not know: the call waits for it
-    stmt = 'fn(); torch.mps.synchronize()' if _mps_in_use() else 'fn()'
-    timer = benchmark.Timer(stmt=stmt, globals={'fn': fn, 'torch': torch},
+    timer = benchmark.Timer(stmt='fn()', globals={'fn': fn}, timer=_clock,
                             num_threads=threads or torch.get_num_threads())
     return timer.blocked_autorange(min_run_time=min_run_time).median
 
@@ -46,18 +44,23 @@ def _mps_in_use() -> bool:
 
 def _sync():
     "Wait for the GPU's queued work, if a GPU is in use (CUDA, or Apple's MPS)"
-    if torch.cuda.is_available() and torch.cuda.is_initialized(): torch.cuda.synchronize()
+    if torch.cuda.is_initialized(): torch.cuda.synchronize()   # (is_available would ask the driver)
     if _mps_in_use(): torch.mps.synchronize()
+
+def _clock() -> float:
+    "Seconds on the wall clock, read after the GPU's queued work (`_sync`)"
+    # Not torch's benchmark clock: it synchronises through `torch.accelerator`, which starts CUDA
+    # on a GPU machine, after which `fork_map` (below) can no longer fork.
+    _sync()
+    return time.perf_counter()
 
 class Stopwatch:
     "Wall and CPU seconds of a `with` block (`.wall`, `.cpu`); the GPU is waited for at both ends"
     def __enter__(self):
-        _sync()
-        self.wall, self.cpu = benchmark.utils.timer.timer(), time.process_time()
+        self.wall, self.cpu = _clock(), time.process_time()
         return self
     def __exit__(self, *exc):
-        _sync()
-        self.wall = benchmark.utils.timer.timer() - self.wall
+        self.wall = _clock() - self.wall
         self.cpu = time.process_time() - self.cpu
 
 # %% ../nbs/c_perf.ipynb #3e400623
@@ -132,6 +135,11 @@ def _forked_call(fn:Callable, a, threads:int, send, parent:int):
     try: torch.save(('ok', fn(a)), buf)
     except BaseException: buf = io.BytesIO(); torch.save(('error', traceback.format_exc()), buf)
     send.send_bytes(buf.getvalue())
+    # End at once: a thread `fn` left running would hold a normal exit, and the parent's join. What
+    # a normal exit does besides, for the processes `fn` started, is done here: daemons end, others
+    # are waited for.
+    for p in mp.active_children(): p.terminate() if p.daemon else p.join()
+    os._exit(0)
 
 def _can_fork() -> bool:
     "Fork only where it is safe: Linux, before this process has started CUDA"

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 import torch
-import torch.nn.functional as F
 from torch import nn, Tensor
 from einops import rearrange
 from .blocks import Activation, LayerNorm

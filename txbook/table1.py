@@ -16,7 +16,7 @@ from .stats import Verdict, Family, Claim, seed_verdict
 from .core import seed_everything
 from .data import TensorLoader
 from .vit import ViT
-from .poslabels import APLHead, RPLHead, PositionLabelViT, PAPER_TABLE1
+from .poslabels import APLHead, RPLHead, PositionLabelViT
 from .train import fit, predict
 
 Recipe = Literal['paper', 'code']
