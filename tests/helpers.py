@@ -56,17 +56,24 @@ NO_COMPILE = ("--no-compile",)
 def fresh_venv(path, tmp_path_factory):
     """A new venv at `path` holding torch (`$TORCH`) and nothing else but pip; returns its python.
 
-    Installing torch takes minutes, so one torch-only venv per test session is shared, read-only,
+    Installing torch takes a while, so one torch-only venv per test run is shared, read-only,
     through a .pth file: pip and Python see torch and its dependencies as installed in the new venv,
     and anything installed later goes into the new venv's own site-packages, which comes first on
-    sys.path."""
+    sys.path. Under pytest-xdist every worker has a base folder of its own below the run's; the
+    torch-only venv goes in the run's, built once by whichever worker asks first while the others
+    wait on a lock (filelock, a dependency of torch)."""
+    from filelock import FileLock
     _run = run_without_pythonpath
-    base = tmp_path_factory.getbasetemp() / "torch-only-venv"
-    if not (base / "ok").exists():
-        shutil.rmtree(base, ignore_errors=True)
-        _run(sys.executable, "-m", "venv", base)
-        _run(base / "bin" / "python", "-m", "pip", "install", "-q", *NO_COMPILE, TORCH)
-        (base / "ok").touch()
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):   # .../pytest-N/popen-gw0: the run's folder is above
+        root = root.parent
+    base = root / "torch-only-venv"
+    with FileLock(str(root / "torch-only-venv.lock")):
+        if not (base / "ok").exists():
+            shutil.rmtree(base, ignore_errors=True)
+            _run(sys.executable, "-m", "venv", base)
+            _run(base / "bin" / "python", "-m", "pip", "install", "-q", *NO_COMPILE, TORCH)
+            (base / "ok").touch()
     _run(sys.executable, "-m", "venv", path)
     py = Path(path) / "bin" / "python"
     _run(py, "-m", "pip", "install", "-q", "--upgrade", "pip")

@@ -71,9 +71,13 @@ print(json.dumps({'colab': 'google.colab' in sys.modules, 'txbook': txbook.__fil
 SIZE = "smoke"   # the size the simulated runtime runs the chapters at (a Colab GPU reader's: full)
 
 
-def _freeze(py):
-    return {l.split("==")[0].lower() for l in _run(py, "-m", "pip", "freeze", "--all").split()
-            if "==" in l}
+def _installed(site) -> set[str]:
+    """The distributions installed in the venv's own site-packages `site`, by lower-cased name: what
+    `pip freeze` lists there, read without starting pip (a second per chapter). What a chapter's
+    first cell installs lands there, the first folder on the venv's path; the torch-only venv's
+    packages, behind it (tests/helpers.py `fresh_venv`), are not listed."""
+    import importlib.metadata as md
+    return {d.metadata["Name"].lower() for d in md.distributions(path=[str(site)])}
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +93,8 @@ def colab(tmp_path_factory):
     venv = base / "venv"
     py = fresh_venv(venv, tmp_path_factory)
     _run(py, "-m", "pip", "install", "-q", *NO_COMPILE, *COLAB_PREINSTALLED)
-    baseline = _freeze(py)
+    site = Path(_run(py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip())
+    baseline = _installed(site)
     assert not baseline & {"txbook", "nbdev", "einops", "fastprogress"}, baseline
     versions = json.loads(_run(py, "-c", "import json, importlib.metadata as m; "
                                "print(json.dumps({n: m.version(n) for n in "
@@ -101,7 +106,6 @@ def colab(tmp_path_factory):
     (stub / "google" / "colab").mkdir(parents=True)
     (stub / "google" / "colab" / "__init__.py").write_text('"A stub of Colab\'s google.colab '
                                                            'package"\n')
-    site = Path(_run(py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip())
     (site / "google_colab_stub.pth").write_text(f"{stub}\n")
     ipython = base / "ipython"
     (ipython / "profile_default" / "startup").mkdir(parents=True)
@@ -130,7 +134,7 @@ def colab(tmp_path_factory):
     # one thread per kernel when two test workers share the cores (conftest)
     env.update(kernel_threads())
     print(f"colab runtime ready in {time.time() - t0:.0f}s")
-    return dict(base=base, py=py, env=env, baseline=baseline, home=home, cache=cache,
+    return dict(base=base, py=py, site=site, env=env, baseline=baseline, home=home, cache=cache,
                 kernels=specs / "share" / "jupyter" / "kernels")
 
 
@@ -169,7 +173,7 @@ def test_chapter_runs_in_colab(colab, path):
     sources = _dataset_files()
     py, env = colab["py"], colab["env"]
     # a fresh runtime: drop what an earlier chapter's first cell installed
-    extra = sorted(_freeze(py) - colab["baseline"])
+    extra = sorted(_installed(colab["site"]) - colab["baseline"])
     if extra: _run(py, "-m", "pip", "uninstall", "-q", "-y", *extra)
     before = _prefill_cache(colab["cache"], sources)
     work = colab["base"] / "run" / path.stem
@@ -210,7 +214,7 @@ def test_loaders_in_colab_runtime(colab, tmp_path):
     """tests/test_loaders.py under Colab's transformers, against the wheel as a chapter's first cell
     installs it"""
     py, env = colab["py"], colab["env"]
-    extra = sorted(_freeze(py) - colab["baseline"])
+    extra = sorted(_installed(colab["site"]) - colab["baseline"])
     if extra: _run(py, "-m", "pip", "uninstall", "-q", "-y", *extra)
     _run(py, "-m", "pip", "install", "-q", f"txbook=={txbook.__version__}", env=env)
     where = _run(py, "-c", "import txbook, transformers; print(txbook.__file__, "
