@@ -30,7 +30,7 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q --no-compile -e ".[dev]"
 	# timm, for bench/bench_vit_vs_timm.py: without its dependencies, since its torchvision would replace the
 	# CPU wheel of torch by a CUDA build (the bench stands in for torchvision, which timm's ViT does not use)
-	$(BIN)/python -m pip install -q --no-deps "timm==1.0.31"
+	$(BIN)/python -m pip install -q --no-compile --no-deps "timm==1.0.31"
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name python3 >/dev/null
 	touch $@
 
