@@ -56,24 +56,25 @@ NO_COMPILE = ("--no-compile",)
 def fresh_venv(path, tmp_path_factory):
     """A new venv at `path` holding torch (`$TORCH`) and nothing else but pip; returns its python.
 
-    Installing torch takes a while, so one torch-only venv per test run is shared, read-only,
-    through a .pth file: pip and Python see torch and its dependencies as installed in the new venv,
-    and anything installed later goes into the new venv's own site-packages, which comes first on
-    sys.path. Under pytest-xdist every worker has a base folder of its own below the run's; the
+    Installing torch takes a while, so one torch-only venv per test run is shared through a .pth
+    file (nothing installs into it after it is built; Python writes its byte code there on first
+    import): pip and Python see torch and its dependencies as installed in the new venv, and
+    anything installed later goes into the new venv's own site-packages, which comes first on
+    sys.path. Under pytest-xdist every worker's base folder is `popen-gwN` in the run's folder; the
     torch-only venv goes in the run's, built once by whichever worker asks first while the others
-    wait on a lock (filelock, a dependency of torch)."""
+    wait on a lock (filelock, a dependency of torch). Its `ok` file names the torch it holds."""
     from filelock import FileLock
     _run = run_without_pythonpath
     root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):   # .../pytest-N/popen-gw0: the run's folder is above
+    if root.name.startswith("popen-gw"):   # an xdist worker's: the run's folder is the one above
         root = root.parent
-    base = root / "torch-only-venv"
+    base, ok = root / "torch-only-venv", root / "torch-only-venv" / "ok"
     with FileLock(str(root / "torch-only-venv.lock")):
-        if not (base / "ok").exists():
+        if not (ok.exists() and ok.read_text() == TORCH):
             shutil.rmtree(base, ignore_errors=True)
             _run(sys.executable, "-m", "venv", base)
             _run(base / "bin" / "python", "-m", "pip", "install", "-q", *NO_COMPILE, TORCH)
-            (base / "ok").touch()
+            ok.write_text(TORCH)
     _run(sys.executable, "-m", "venv", path)
     py = Path(path) / "bin" / "python"
     _run(py, "-m", "pip", "install", "-q", "--upgrade", "pip")

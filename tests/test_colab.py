@@ -71,13 +71,16 @@ print(json.dumps({'colab': 'google.colab' in sys.modules, 'txbook': txbook.__fil
 SIZE = "smoke"   # the size the simulated runtime runs the chapters at (a Colab GPU reader's: full)
 
 
-def _installed(site) -> set[str]:
-    """The distributions installed in the venv's own site-packages `site`, by lower-cased name: what
-    `pip freeze` lists there, read without starting pip (a second per chapter). What a chapter's
-    first cell installs lands there, the first folder on the venv's path; the torch-only venv's
-    packages, behind it (tests/helpers.py `fresh_venv`), are not listed."""
-    import importlib.metadata as md
-    return {d.metadata["Name"].lower() for d in md.distributions(path=[str(site)])}
+def _installed(sites) -> set[str]:
+    """The distributions installed in the venv's own site-packages folders `sites` (purelib and
+    platlib), by lower-cased name: what `pip freeze` lists there, read without starting pip (a
+    second per chapter). What a chapter's first cell installs lands there, first on the venv's path;
+    the torch-only venv's packages, behind it (tests/helpers.py `fresh_venv`), are not listed, so a
+    copy of one of them that a chapter installs is listed, and removed after the chapter."""
+    import importlib, importlib.metadata as md
+    importlib.invalidate_caches()   # the folders' listings, cached by their modification times
+    names = {d.metadata["Name"] for d in md.distributions(path=[str(s) for s in sites])}
+    return {n.lower() for n in names if n}   # pip freeze, too, skips a dist-info without a name
 
 
 @pytest.fixture(scope="module")
@@ -93,8 +96,10 @@ def colab(tmp_path_factory):
     venv = base / "venv"
     py = fresh_venv(venv, tmp_path_factory)
     _run(py, "-m", "pip", "install", "-q", *NO_COMPILE, *COLAB_PREINSTALLED)
-    site = Path(_run(py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip())
-    baseline = _installed(site)
+    paths = json.loads(_run(py, "-c", "import json, sysconfig; "
+                                      "print(json.dumps(sysconfig.get_paths()))"))
+    site, sites = Path(paths["purelib"]), sorted({paths["purelib"], paths["platlib"]})
+    baseline = _installed(sites)
     assert not baseline & {"txbook", "nbdev", "einops", "fastprogress"}, baseline
     versions = json.loads(_run(py, "-c", "import json, importlib.metadata as m; "
                                "print(json.dumps({n: m.version(n) for n in "
@@ -134,7 +139,7 @@ def colab(tmp_path_factory):
     # one thread per kernel when two test workers share the cores (conftest)
     env.update(kernel_threads())
     print(f"colab runtime ready in {time.time() - t0:.0f}s")
-    return dict(base=base, py=py, site=site, env=env, baseline=baseline, home=home, cache=cache,
+    return dict(base=base, py=py, sites=sites, env=env, baseline=baseline, home=home, cache=cache,
                 kernels=specs / "share" / "jupyter" / "kernels")
 
 
@@ -173,7 +178,7 @@ def test_chapter_runs_in_colab(colab, path):
     sources = _dataset_files()
     py, env = colab["py"], colab["env"]
     # a fresh runtime: drop what an earlier chapter's first cell installed
-    extra = sorted(_installed(colab["site"]) - colab["baseline"])
+    extra = sorted(_installed(colab["sites"]) - colab["baseline"])
     if extra: _run(py, "-m", "pip", "uninstall", "-q", "-y", *extra)
     before = _prefill_cache(colab["cache"], sources)
     work = colab["base"] / "run" / path.stem
@@ -214,7 +219,7 @@ def test_loaders_in_colab_runtime(colab, tmp_path):
     """tests/test_loaders.py under Colab's transformers, against the wheel as a chapter's first cell
     installs it"""
     py, env = colab["py"], colab["env"]
-    extra = sorted(_installed(colab["site"]) - colab["baseline"])
+    extra = sorted(_installed(colab["sites"]) - colab["baseline"])
     if extra: _run(py, "-m", "pip", "uninstall", "-q", "-y", *extra)
     _run(py, "-m", "pip", "install", "-q", f"txbook=={txbook.__version__}", env=env)
     where = _run(py, "-c", "import txbook, transformers; print(txbook.__file__, "

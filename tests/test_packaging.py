@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import txbook
-# fresh_venv: torch only (one install a session)
+# fresh_venv: torch only (one install a test run)
 from helpers import ROOT, floors, fresh_venv, torch_floor
 from helpers import run as _run
 

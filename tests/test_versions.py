@@ -9,7 +9,7 @@ them):
 - Colab's (transformers 5.15, numpy 2.1.3, fastcore 2.2.12): tests/test_colab.py runs every chapter
   at smoke size, and tests/test_loaders.py, in a venv holding those versions;
 - the floors (this file): a throw-away venv holds every `name>=X` of `dependencies` and of the `hf`
-  extra installed as `name==X` (it shares this session's torch-only venv through a .pth file, as
+  extra installed as `name==X` (it shares this test run's torch-only venv through a .pth file, as
   tests/test_colab.py does). There every txbook module imports, tests/test_loaders.py passes,
   appendix L (`l_foreign`) runs whole, and so do the cells of the chapters that compare with Hugging
   Face's models: each cell that reads a name imported from `transformers` (or a function such a cell
