@@ -4,7 +4,7 @@ PyTorch's OpInfo samples. Test files import from here, never from each other (te
 holds only pytest's hooks and fixtures). Top-level imports are the standard library's only:
 tests/test_versions.py also runs as a script in a venv that holds nothing but the floors.
 """
-import os, shutil, subprocess, sys, tomllib
+import os, re, shutil, subprocess, sys, tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,8 +66,8 @@ def fresh_venv(path, tmp_path_factory):
     from filelock import FileLock
     _run = run_without_pythonpath
     root = tmp_path_factory.getbasetemp()
-    if root.name.startswith("popen-gw"):   # an xdist worker's: the run's folder is the one above
-        root = root.parent
+    if os.environ.get("PYTEST_XDIST_WORKER") and re.fullmatch(r"popen-gw\d+", root.name):
+        root = root.parent   # an xdist worker's folder: the run's is the one above
     base, ok = root / "torch-only-venv", root / "torch-only-venv" / "ok"
     with FileLock(str(root / "torch-only-venv.lock")):
         if not (ok.exists() and ok.read_text() == TORCH):

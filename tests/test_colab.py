@@ -73,13 +73,13 @@ SIZE = "smoke"   # the size the simulated runtime runs the chapters at (a Colab 
 
 def _installed(sites) -> set[str]:
     """The distributions installed in the venv's own site-packages folders `sites` (purelib and
-    platlib), by lower-cased name: what `pip freeze` lists there, read without starting pip (a
+    platlib), by lower-cased name: what `pip freeze --all` lists there, read without starting pip (a
     second per chapter). What a chapter's first cell installs lands there, first on the venv's path;
     the torch-only venv's packages, behind it (tests/helpers.py `fresh_venv`), are not listed, so a
     copy of one of them that a chapter installs is listed, and removed after the chapter."""
     import importlib, importlib.metadata as md
     importlib.invalidate_caches()   # the folders' listings, cached by their modification times
-    names = {d.metadata["Name"] for d in md.distributions(path=[str(s) for s in sites])}
+    names = {d.metadata.get("Name") for d in md.distributions(path=[str(s) for s in sites])}
     return {n.lower() for n in names if n}   # pip freeze, too, skips a dist-info without a name
 
 

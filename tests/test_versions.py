@@ -275,7 +275,7 @@ def test_floors_agree_and_the_readme_names_them():
 
 @pytest.fixture(scope="module")
 def floor_venv(tmp_path_factory):
-    "A venv with every declared floor installed exactly, beside this session's torch"
+    "A venv with every declared floor installed exactly, beside this test run's torch-only venv"
     t0 = time.time()
     pins = {n: v for n, v in floors().items() if n != "torch"}
     py = fresh_venv(tmp_path_factory.mktemp("floor") / "venv", tmp_path_factory)
