@@ -6,8 +6,10 @@ and the ten slowest pages of each pass, read from pytest's JUnit XML report.
 `--install/--test/--book/--pdf` are the wall-clock seconds `.ci/run` measured around `make install`,
 `make test`, `make book` and `make pdf`. Inside `make test` the report gives each test's own time;
 when pytest runs tests side by side (`-n`), the passes overlap, so their sums add up to more than
-the wall time, and both are printed."""
-import argparse, collections, xml.etree.ElementTree as ET
+the wall time, and both are printed. Last, a fixed piece of work timed on one thread
+(`machine_reference`): the same CI takes minutes more on a slower machine, so a CI time is read
+beside it."""
+import argparse, collections, time, xml.etree.ElementTree as ET
 
 PASSES = {"tests.test_notebooks": "quick pass", "tests.test_colab": "smoke pass (Colab simulation)"}
 
@@ -21,6 +23,20 @@ def read_report(path):
         rows.append(
             (PASSES.get(module, "the rest"), f"{cls}::{name}", float(case.get("time") or 0)))
     return rows
+
+
+def machine_reference(reps: int = 3, n: int = 200) -> float:
+    """Seconds for `n` float32 matrix products of 1024 x 1024 on one thread, the median of `reps`:
+    the same work on every machine, so that CI times from different days can be compared"""
+    import torch
+    torch.set_num_threads(1)
+    a = torch.randn(1024, 1024, generator=torch.Generator().manual_seed(0))
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        for _ in range(n): a @ a
+        times.append(time.perf_counter() - t)
+    return sorted(times)[len(times) // 2]
 
 
 def main():
@@ -46,6 +62,8 @@ def main():
         print(f"== the ten slowest pages, {p}")
         for _, name, s in sorted((r for r in rows if r[0] == p), key=lambda r: -r[2])[:10]:
             print(f"   {s:6.1f} s  {name.split('[')[-1].rstrip(']')}")
+    print(f"== machine reference: {machine_reference():.2f} s for 200 float32 matrix products of "
+          "1024 x 1024 on one thread (median of 3), to read the times above beside")
 
 
 if __name__ == "__main__":
