@@ -57,10 +57,10 @@ pdf: install
 
 # Clean notebooks, package in sync with nbs/, every notebook at quick size (saved for make book), the
 # Colab simulation at smoke size (full shapes, cut budgets),
-# the packaging checks, and the rest of the pytest suite; in two workers, a file at a time
-# (tests/conftest.py says why).
+# the packaging checks, and the rest of the pytest suite; in two workers, a file at a time, the
+# longest files first (tests/conftest.py says why).
 test: install
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 # The fast path, for a change to the package or the tools: every test not marked slow (no notebook executions, no
 # fresh venvs or wheels, no torchrun jobs, no site build; pyproject.toml lists the markers), in under a minute

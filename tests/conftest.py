@@ -18,16 +18,22 @@ if not os.environ.get("TXBOOK_DATA", "").strip():
         os.environ["TXBOOK_DATA"] = str(_shared)
 sys.path.insert(0, str(ROOT / "book" / "_ext"))  # the book's Sphinx extension
 
-# `make test` runs the suite in two pytest-xdist workers (`-n 2 --dist loadfile`), a test file at a
-# time: the tests of a file share its module fixtures (a venv, a wheel, a torchrun job), built once
-# in one worker. The quick pass (tests/test_notebooks.py) thus runs its pages one after the other in
-# one worker while the other takes the Colab simulation; the other files go to whichever is free. A
-# scheduler that sent the quick pass out a page at a time was measured against this, each in a
-# fresh clone with nothing else running: make test took 23.9 min with it and 23.3 without, and the
-# whole run 46.4 min of user CPU with it against 41.9 (two quick pages side by side, each running
-# two training processes, put four on two cores), so it went. Files must not leak process state
-# into each other, since any two may share a worker in any order: e.g. a torch function mode left on
-# the stack stops dynamo tracing (checked below).
+# `make test` runs the suite in two pytest-xdist workers (`-n 2 --dist loadfile
+# --no-loadscope-reorder`), a test file at a time: the tests of a file share its module fixtures (a
+# venv, a wheel, a torchrun job), built once in one worker. The files go out in the order of
+# `FIRST` below, longest first, then the others: the quick pass (tests/test_notebooks.py) starts at
+# once in one worker, the Colab simulation in the other, and the short files fill whichever worker
+# is free, so neither waits at the end (xdist's own order, most tests first, started the two long
+# passes minutes late). A scheduler that sent the quick pass out a page at a time was measured
+# against one worker for the quick pass, each in a fresh clone with nothing else running: make test
+# took 23.9 min with it and 23.3 without, and the whole run 46.4 min of user CPU with it against
+# 41.9 (two quick pages side by side, each running two training processes, put four on two cores),
+# so it went. Files must not leak process state into each other, since any two may share a worker in
+# any order: e.g. a torch function mode left on the stack stops dynamo tracing (checked below).
+# The files that take longest, longest first (seconds summed in a CI run of stop 50, ci11: 1093,
+# 816, 156, 80, 62, 41, 21, 19, 17, 13); the others follow in pytest's order.
+FIRST = ["test_notebooks", "test_colab", "test_bench_records", "test_bench", "test_ddp",
+         "test_versions", "test_kernels", "test_compile", "test_packaging", "test_run_full"]
 
 
 def _process_state() -> dict:
@@ -71,7 +77,14 @@ WAITS = {"needs_gpu_records": lambda: any((ROOT / "results" / "full").glob("*.js
          "needs_site": lambda: (ROOT / "_build" / "html" / "index.html").exists()}
 
 
+def _longest_first(item) -> int:
+    "A test's place in the run: its file's index in FIRST, or after them all"
+    name = item.path.stem
+    return FIRST.index(name) if name in FIRST else len(FIRST)
+
+
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=_longest_first)   # stable: a file's tests keep their order
     asked = config.getoption("markexpr", "") or ""   # `-m needs_site` asks for them anyway
     missing = {m for m, present in WAITS.items() if m not in asked and not present()}
     waiting = [it for it in items if any(it.get_closest_marker(m) for m in missing)]

@@ -170,3 +170,15 @@ def test_landing_page_lists_every_chapter():
     intro = (ROOT / "book" / "intro.md").read_text()
     missing = [p.name for p in NBS if f"<../nbs/{p.stem}>`" not in intro]
     assert not missing, f"book/intro.md's chapter table lacks {missing}"
+
+
+def test_the_long_files_go_out_first():
+    """conftest's FIRST names test files that exist, once each, with the two passes first: a file
+    renamed out of it would silently go back to the end of the run"""
+    import conftest
+    files = {p.stem for p in (ROOT / "tests").glob("test_*.py")}
+    assert not set(conftest.FIRST) - files, set(conftest.FIRST) - files
+    assert len(set(conftest.FIRST)) == len(conftest.FIRST), conftest.FIRST
+    assert conftest.FIRST[:2] == ["test_notebooks", "test_colab"], conftest.FIRST
+    make = (ROOT / "Makefile").read_text()
+    assert "--dist loadfile --no-loadscope-reorder" in make, "xdist would reorder the files"
