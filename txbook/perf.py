@@ -11,7 +11,7 @@ import os
 import torch
 
 # %% auto #0
-__all__ = ['torch_threads', 'time_it', 'Stopwatch', 'peak_memory', 'fork_map']
+__all__ = ['FORK_IMPORTS', 'torch_threads', 'time_it', 'Stopwatch', 'peak_memory', 'fork_map']
 
 # %% ../nbs/c_perf.ipynb #7673592e
 from contextlib import contextmanager
@@ -113,7 +113,7 @@ def peak_memory(fn:Callable[[], object],         # what to measure, called with 
     return out, peak
 
 # %% ../nbs/c_perf.ipynb #d6513263
-import ctypes, io, signal, sys, traceback
+import ctypes, importlib, io, signal, sys, traceback
 import multiprocessing as mp
 from multiprocessing.connection import wait
 from typing import Callable, Iterable
@@ -146,6 +146,10 @@ def _can_fork() -> bool:
     return (sys.platform.startswith('linux') and 'fork' in mp.get_all_start_methods()
             and not (torch.cuda.is_available() and torch.cuda.is_initialized()))
 
+# Imported by the parent before it forks: PyTorch imports them lazily on a first use that every training
+# run makes (torch.optim imports torch._dynamo when an optimizer is built), hundreds of modules
+FORK_IMPORTS = ('torch._dynamo',)
+
 def _check_count(name:str, n):
     "A count of threads or workers is a whole number, at least 1"
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
@@ -172,6 +176,7 @@ def fork_map(fn:Callable,    # called as fn(a); returns what `torch.save` saves 
     if workers is not None: _check_count('workers', workers)
     args = list(args)
     if not _can_fork(): return _in_turn(fn, args, threads)
+    for name in FORK_IMPORTS: importlib.import_module(name)   # once here, not once per child
     ctx, results = mp.get_context('fork'), [None] * len(args)
     waiting, running = list(range(len(args)))[::-1], {}    # running: read end -> (job, child)
     try:
