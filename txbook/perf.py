@@ -146,8 +146,9 @@ def _can_fork() -> bool:
     return (sys.platform.startswith('linux') and 'fork' in mp.get_all_start_methods()
             and not (torch.cuda.is_available() and torch.cuda.is_initialized()))
 
-# Imported by the parent before it forks: PyTorch imports them lazily on a first use that every training
-# run makes (torch.optim imports torch._dynamo when an optimizer is built), hundreds of modules
+# Imported by the parent before it forks: PyTorch imports them lazily on a first use that every
+# training run makes (torch.optim imports torch._dynamo when an optimizer is built), hundreds of
+# modules
 FORK_IMPORTS = ('torch._dynamo',)
 
 def _check_count(name:str, n):
