@@ -176,8 +176,8 @@ def fork_map(fn:Callable,    # called as fn(a); returns what `torch.save` saves 
     _check_count('threads', threads)
     if workers is not None: _check_count('workers', workers)
     args = list(args)
-    if not _can_fork(): return _in_turn(fn, args, threads)
     for name in FORK_IMPORTS: importlib.import_module(name)   # once here, not once per child
+    if not _can_fork(): return _in_turn(fn, args, threads)    # (after the imports: CUDA started?)
     ctx, results = mp.get_context('fork'), [None] * len(args)
     waiting, running = list(range(len(args)))[::-1], {}    # running: read end -> (job, child)
     try:
