@@ -22,8 +22,9 @@ sys.path.insert(0, str(ROOT / "book" / "_ext"))  # the book's Sphinx extension
 # --no-loadscope-reorder`), a test file at a time: the tests of a file share its module fixtures (a
 # venv, a wheel, a torchrun job), built once in one worker. The files go out in the order of
 # `FIRST` below, longest first, then the others: the quick pass (tests/test_notebooks.py) starts at
-# once in one worker, the Colab simulation in the other, and the short files fill whichever worker
-# is free, so neither waits at the end (xdist's own order, most tests first, started the two long
+# once in one worker, the Colab simulation in the other, and the short files go to whichever worker
+# is nearly free (xdist hands a worker its next file when two of its tests are left), so neither
+# waits long at the end (xdist's own order, most tests first, started the two long
 # passes minutes late). A scheduler that sent the quick pass out a page at a time was measured
 # against one worker for the quick pass, each in a fresh clone with nothing else running: make test
 # took 23.9 min with it and 23.3 without, and the whole run 46.4 min of user CPU with it against

@@ -182,3 +182,13 @@ def test_the_long_files_go_out_first():
     assert conftest.FIRST[:2] == ["test_notebooks", "test_colab"], conftest.FIRST
     make = (ROOT / "Makefile").read_text()
     assert "--dist loadfile --no-loadscope-reorder" in make, "xdist would reorder the files"
+    # the hook sorts: fake items of four files, in pytest's (alphabetical) order
+    from types import SimpleNamespace
+    item = lambda name: SimpleNamespace(path=Path(f"tests/{name}.py"),
+                                        get_closest_marker=lambda m: None)
+    items = [item(n) for n in ("test_amp", "test_colab", "test_lint", "test_notebooks")]
+    config = SimpleNamespace(getoption=lambda *a: "not slow",
+                             hook=SimpleNamespace(pytest_deselected=lambda items: None))
+    conftest.pytest_collection_modifyitems(config, items)
+    assert [it.path.stem for it in items] == ["test_notebooks", "test_colab", "test_amp",
+                                              "test_lint"], items
