@@ -42,7 +42,7 @@ def machine_reference(reps: int = 3, n: int = 200) -> float:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("report")
-    for k in ("install", "test", "book", "pdf"):
+    for k in ("install", "test", "site", "browser-and-pdf"):
         ap.add_argument(f"--{k}", type=float, default=float("nan"))
     a = ap.parse_args()
     rows = read_report(a.report)
@@ -55,9 +55,10 @@ def main():
           "by side)")
     for p in ("quick pass", "smoke pass (Colab simulation)", "the rest"):
         print(f"     {p:<32} {m(by[p])}")
-    print(f"   make book          {m(a.book)}")
-    print(f"   make pdf           {m(a.pdf)}")
-    print(f"   total              {m(a.install + a.test + a.book + a.pdf)}")
+    print(f"   make site          {m(a.site)}   (make book's build and static checks)")
+    print(f"   make browser, pdf  {m(a.browser_and_pdf)}   (make book's browser check beside make "
+          "pdf)")
+    print(f"   total              {m(a.install + a.test + a.site + a.browser_and_pdf)}")
     for p in ("quick pass", "smoke pass (Colab simulation)"):
         print(f"== the ten slowest pages, {p}")
         for _, name, s in sorted((r for r in rows if r[0] == p), key=lambda r: -r[2])[:10]:
