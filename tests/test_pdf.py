@@ -189,6 +189,9 @@ def test_ci_and_pages_build_the_pdf():
     assert re.search(r"^pdf:", make, flags=re.M)
     book = re.search(r"^book:.*\n((?:\t.*\n)+)", make, flags=re.M).group(1)
     assert [ln.split()[-1] for ln in book.splitlines() if "$(MAKE)" in ln] == ["site", "browser"]
+    recipe = lambda t: re.search(rf"^{t}:.*\n((?:\t.*\n)+)", make, flags=re.M).group(1)
+    assert "jupyter-book build" in recipe("site") and "check_site.py" in recipe("site")
+    assert "check_browser.py" in recipe("browser")
     ci = [c for c in (ROOT / ".ci" / "run").read_text().splitlines() if not c.startswith("#")]
     first = lambda what: min(i for i, c in enumerate(ci) if re.search(what, c))
     assert first(r"make site\b") < first(r"make .*\bbrowser\b.*\bpdf\b")

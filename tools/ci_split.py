@@ -1,10 +1,12 @@
-"""Where CI's time went: the split (install, quick pass, smoke pass, the rest of the tests, book)
-and the ten slowest pages of each pass, read from pytest's JUnit XML report.
+"""Where CI's time went: the split (install, quick pass, smoke pass, the rest of the tests, the
+site, the browser check and the PDF) and the ten slowest pages of each pass, read from pytest's
+JUnit XML report.
 
-    python tools/ci_split.py REPORT.xml --install S --test S --book S --pdf S
+    python tools/ci_split.py REPORT.xml --install S --test S --site S --browser-and-pdf S
 
-`--install/--test/--book/--pdf` are the wall-clock seconds `.ci/run` measured around `make install`,
-`make test`, `make book` and `make pdf`. Inside `make test` the report gives each test's own time;
+`--install/--test/--site/--browser-and-pdf` are the wall-clock seconds `.ci/run` measured around
+`make install`, `make test`, `make site` and `make -j2 browser pdf` (make book's browser check
+beside make pdf). Inside `make test` the report gives each test's own time;
 when pytest runs tests side by side (`-n`), the passes overlap, so their sums add up to more than
 the wall time, and both are printed. Last, a fixed piece of work timed on one thread
 (`machine_reference`): the same CI takes minutes more on a slower machine, so a CI time is read
