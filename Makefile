@@ -2,8 +2,7 @@
 #   make book   installs everything into .venv and builds the executed site into _build/html
 #   make test   installs everything into .venv and runs all the tests (the Colab simulation included)
 # and a few narrower ones: make fast (the tests that run in seconds, under a minute in all), make pdf (the whole
-# book as one PDF, after make book), make colab (only the Colab simulation), make dist (sdist + wheel in dist/),
-# make site and make browser (make book's two halves: the site built and checked, then the browser check)
+# book as one PDF, after make book), make colab (only the Colab simulation), make dist (sdist + wheel in dist/)
 VENV   ?= .venv
 PYTHON ?= python3
 BIN    := $(VENV)/bin
@@ -18,7 +17,7 @@ export TXBOOK_DATA
 # The executed chapters need the notebook's inline backend: an inherited MPLBACKEND (Agg, say) would drop every figure.
 unexport MPLBACKEND
 
-.PHONY: install book site browser pdf test fast colab dist clean
+.PHONY: install book pdf test fast colab dist clean
 
 install: $(VENV)/.installed
 
@@ -40,18 +39,10 @@ $(VENV)/.installed: pyproject.toml
 # (tests/check_browser.py, through tools/chromium.py, installs Debian's chromium with apt-get when it is missing
 # and it runs as root; Playwright drives that binary and never downloads a browser).
 book: install
-	@$(MAKE) --no-print-directory site
-	@$(MAKE) --no-print-directory browser
-	@echo "site: _build/html/index.html"
-
-# The two halves of make book: the site built and checked statically, then the browser check. CI (.ci/run)
-# runs the browser check beside make pdf, which reads the same built site.
-site: install
 	$(BIN)/jupyter-book build . --all --warningiserror --keep-going
 	$(BIN)/python tests/check_site.py _build/html
-
-browser: install
 	$(BIN)/python tests/check_browser.py _build/html
+	@echo "site: _build/html/index.html"
 
 # The whole book as one PDF, printed by the same headless Chromium from the built site (make book first; it is
 # built here when missing): equations typeset, figures, code wrapped, chapters in _toc.yml's order with their

@@ -118,14 +118,6 @@ def colab(tmp_path_factory):
     specs = base / "kernels"
     _run(py, "-m", "ipykernel", "install", "--prefix", specs, "--name", "colab", "--display-name",
          "colab")
-    # Under make test the quick pass, in the other worker, is the longer (tests/conftest.py): where
-    # both want more than their core (a page's training processes), the Colab kernels, and what
-    # they fork, yield to it (`nice`, which execs the kernel: the same process, which signals reach)
-    spec = specs / "share" / "jupyter" / "kernels" / "colab" / "kernel.json"
-    kernel = json.loads(spec.read_text())
-    if shutil.which("nice") and os.environ.get("PYTEST_XDIST_WORKER"):
-        kernel["argv"] = [shutil.which("nice"), "-n", "5", *kernel["argv"]]
-        spec.write_text(json.dumps(kernel, indent=1))
     home = base / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items()

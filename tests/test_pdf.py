@@ -183,18 +183,11 @@ def test_site_offers_the_pdf(tmp_path):
 
 
 def test_ci_and_pages_build_the_pdf():
-    """`make pdf` exists, CI and the pages workflow run it after `make book` (CI: after make book's
-    first half, `make site`, beside its second, `make browser`), the README names it"""
-    make = (ROOT / "Makefile").read_text()
-    assert re.search(r"^pdf:", make, flags=re.M)
-    book = re.search(r"^book:.*\n((?:\t.*\n)+)", make, flags=re.M).group(1)
-    assert [ln.split()[-1] for ln in book.splitlines() if "$(MAKE)" in ln] == ["site", "browser"]
-    recipe = lambda t: re.search(rf"^{t}:.*\n((?:\t.*\n)+)", make, flags=re.M).group(1)
-    assert "jupyter-book build" in recipe("site") and "check_site.py" in recipe("site")
-    assert "check_browser.py" in recipe("browser")
+    "`make pdf` exists, CI and the pages workflow run it after `make book`, the README names it"
+    assert re.search(r"^pdf:", (ROOT / "Makefile").read_text(), flags=re.M)
     ci = [c for c in (ROOT / ".ci" / "run").read_text().splitlines() if not c.startswith("#")]
-    first = lambda what: min(i for i, c in enumerate(ci) if re.search(what, c))
-    assert first(r"make site\b") < first(r"make .*\bbrowser\b.*\bpdf\b")
+    first = lambda what: min(i for i, c in enumerate(ci) if what in c)
+    assert first("make book") < first("make pdf")
     wf = yaml.safe_load((ROOT / ".github" / "workflows" / "pages.yml").read_text())
     steps = wf["jobs"]["build"]["steps"]
     runs = [s.get("run") for s in steps]

@@ -1,12 +1,10 @@
-"""Where CI's time went: the split (install, quick pass, smoke pass, the rest of the tests, the
-site, the browser check and the PDF) and the ten slowest pages of each pass, read from pytest's
-JUnit XML report.
+"""Where CI's time went: the split (install, quick pass, smoke pass, the rest of the tests, book)
+and the ten slowest pages of each pass, read from pytest's JUnit XML report.
 
-    python tools/ci_split.py REPORT.xml --install S --test S --site S --browser-and-pdf S
+    python tools/ci_split.py REPORT.xml --install S --test S --book S --pdf S
 
-`--install/--test/--site/--browser-and-pdf` are the wall-clock seconds `.ci/run` measured around
-`make install`, `make test`, `make site` and `make -j2 browser pdf` (make book's browser check
-beside make pdf). Inside `make test` the report gives each test's own time;
+`--install/--test/--book/--pdf` are the wall-clock seconds `.ci/run` measured around `make install`,
+`make test`, `make book` and `make pdf`. Inside `make test` the report gives each test's own time;
 when pytest runs tests side by side (`-n`), the passes overlap, so their sums add up to more than
 the wall time, and both are printed. Last, a fixed piece of work timed on one thread
 (`machine_reference`): the same CI takes minutes more on a slower machine, so a CI time is read
@@ -44,7 +42,7 @@ def machine_reference(reps: int = 3, n: int = 200) -> float:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("report")
-    for k in ("install", "test", "site", "browser-and-pdf"):
+    for k in ("install", "test", "book", "pdf"):
         ap.add_argument(f"--{k}", type=float, default=float("nan"))
     a = ap.parse_args()
     rows = read_report(a.report)
@@ -57,10 +55,9 @@ def main():
           "by side)")
     for p in ("quick pass", "smoke pass (Colab simulation)", "the rest"):
         print(f"     {p:<32} {m(by[p])}")
-    print(f"   make site          {m(a.site)}   (make book's build and static checks)")
-    print(f"   make browser, pdf  {m(a.browser_and_pdf)}   (make book's browser check beside make "
-          "pdf)")
-    print(f"   total              {m(a.install + a.test + a.site + a.browser_and_pdf)}")
+    print(f"   make book          {m(a.book)}")
+    print(f"   make pdf           {m(a.pdf)}")
+    print(f"   total              {m(a.install + a.test + a.book + a.pdf)}")
     for p in ("quick pass", "smoke pass (Colab simulation)"):
         print(f"== the ten slowest pages, {p}")
         for _, name, s in sorted((r for r in rows if r[0] == p), key=lambda r: -r[2])[:10]:
