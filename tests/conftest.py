@@ -3,7 +3,7 @@ import sys
 
 import pytest
 # the shared helpers: test files import from tests/helpers.py, never from each other
-from helpers import ROOT
+from helpers import ROOT, kernel_threads
 
 # The datasets: the project keeps them in a `shared/data` folder beside the repository (README).
 # txbook.data reads the data folder from an argument or $TXBOOK_DATA, never from where it runs, so
@@ -17,6 +17,14 @@ if not os.environ.get("TXBOOK_DATA", "").strip():
     if _shared is not None:
         os.environ["TXBOOK_DATA"] = str(_shared)
 sys.path.insert(0, str(ROOT / "book" / "_ext"))  # the book's Sphinx extension
+
+# Threads: under `-n W` the W workers share the cores, so each worker, and every process its tests
+# start (bench scripts, fresh venvs, torchrun, notebook kernels), gets cores // W OpenMP threads,
+# unless the caller set OMP_NUM_THREADS (tests/helpers.py `kernel_threads`). Set before torch is
+# imported here, which reads it once. An OpenMP thread that waits for a core burns CPU: beside a
+# busy second worker, bench_vit_vs_timm's test took 8.3 s of user CPU with two threads against 4.6
+# s with one.
+os.environ.update(kernel_threads())
 
 # `make test` runs the suite in two pytest-xdist workers (`-n 2 --dist loadfile
 # --no-loadscope-reorder`), a test file at a time: the tests of a file share its module fixtures (a

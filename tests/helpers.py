@@ -88,11 +88,11 @@ def fresh_venv(path, tmp_path_factory):
 
 
 def kernel_threads() -> dict:
-    """The thread variables for a notebook kernel started by a test: under `-n W` workers each
-    kernel gets cores // W threads, so that two kernels (the quick pass and the Colab simulation
-    side by side) do not oversubscribe the cores. With two kernels of two OpenMP threads each on two
-    cores, chapter 18 at smoke size ran 3.4x slower (37 s -> 126 s) and its neighbour 2x; with one
-    thread each, 45 s and 83 s."""
+    """The thread variables for the processes a test starts: under `-n W` workers each gets cores //
+    W threads, so that two kernels (the quick pass and the Colab simulation side by side) do not
+    oversubscribe the cores (tests/conftest.py sets them for the whole worker). With two kernels
+    of two OpenMP threads each on two cores, chapter 18 at smoke size ran 3.4x slower (37 s -> 126
+    s) and its neighbour 2x; with one thread each, 45 s and 83 s."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers <= 1:
         return {}

@@ -215,19 +215,21 @@ def test_the_table1_record_has_the_pages_rows():
         assert [tuple(r["key"]) for r in rec["rows"].values()] == ROWS, path.name
 
 
-@pytest.mark.parametrize("script,args", [
+@pytest.mark.parametrize("script,args,table", [
     ("bench/bench_swin.py",
      ["table2", "--n-train", "64", "--n-test", "256", "--epochs", "1", "--seeds", "0", "1",
-      "--width", "16", "--batch-size", "32", "--device", "cpu", "--workers", "2"]),
+      "--width", "16", "--batch-size", "32", "--device", "cpu", "--workers", "2"], "±"),
     ("bench/bench_swin.py",
      ["ablation", "--n-train", "64", "--n-test", "256", "--epochs", "1", "--seeds", "0",
-      "--width", "16", "--batch-size", "32", "--device", "cpu"]),
+      "--width", "16", "--batch-size", "32", "--device", "cpu"], "±"),
     ("bench/bench_poslabels.py",
      ["--n-train", "64", "--n-test", "64", "--epochs", "1", "--seeds", "2",
-                                  "--batch-size", "32", "--workers", "2"]),
+                                  "--batch-size", "32", "--workers", "2"], "|"),
 ], ids=["swin-table2", "swin-ablation", "poslabels"])
 @pytest.mark.slow   # runs the bench scripts
-def test_the_scripts_write_records(script, args, tmp_path):
+def test_the_scripts_write_records(script, args, table, tmp_path):
+    """Each script runs at tiny sizes, prints its table (holding `table`) and writes a record that
+    checks"""
     if not DATA.is_dir():
         pytest.skip(f"needs the datasets in {DATA}")
     out = tmp_path / "rec.json"
@@ -235,6 +237,7 @@ def test_the_scripts_write_records(script, args, tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / script), *args, "--json", str(out)], cwd=ROOT,
                        env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, f"{script} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    assert table in r.stdout, f"{script}: no {table!r} in its output:\n{r.stdout[-3000:]}"
     rec = json.loads(out.read_text())
     rec["command"] = rec["command"].replace(str(out), "OUT")     # what the record says, re-parsed
     rec["args"]["json"] = "OUT"
