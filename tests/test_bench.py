@@ -50,10 +50,3 @@ def test_bench_runs(script, args, expect, needs_data):
     )
     assert expect in r.stdout, f"{script}: no {expect!r} in its output:\n{r.stdout[-3000:]}"
 
-
-def test_every_script_runs_in_a_test():
-    "Each bench script runs above or in tests/test_bench_records.py (which also checks its record)"
-    records = (ROOT / 'tests' / 'test_bench_records.py').read_text()
-    missing = [p.name for p in sorted((ROOT / 'bench').glob('bench_*.py'))
-               if p.name not in {c[0] for c in CASES} and f'("bench/{p.name}",' not in records]
-    assert not missing, f"bench scripts no test runs: {missing}"

@@ -147,19 +147,41 @@ def _code(path) -> str:
 
 
 def _has_full_size(path) -> bool:
-    """Some `sized(quick, full, ...)` call on the page gives full size another value than quick
-    (a page may size only its smoke budgets, e.g. appendix B's Monte Carlo draws: no GPU needed)"""
+    """The page runs something else at full size than at quick size: a `sized(quick, full, ...)`
+    call whose full value differs from its quick one (positional or keyword, `sized` or
+    `core.sized`), or a branch on the size (`is_quick()`, `size()` with no argument). A page may
+    size only its smoke budgets (appendix B's Monte Carlo draws): it needs no GPU."""
     import ast
     from IPython.core.inputtransformer2 import TransformerManager   # magics, as the kernel reads
+    name = lambda f: getattr(f, "id", None) or getattr(f, "attr", None)
     for cell in json.loads(path.read_text())["cells"]:
         if cell["cell_type"] != "code": continue
         src = TransformerManager().transform_cell("".join(cell["source"]))
         for node in ast.walk(ast.parse(src)):
-            if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "sized"
-                    and len(node.args) >= 2
-                    and ast.dump(node.args[0]) != ast.dump(node.args[1])):
+            if not isinstance(node, ast.Call): continue
+            if name(node.func) == "is_quick" or (getattr(node.func, "id", None) == "size"
+                                                 and not node.args and not node.keywords):
                 return True
+            if name(node.func) == "sized":
+                given = dict(zip(("quick", "full"), node.args))
+                given.update({k.arg: k.value for k in node.keywords if k.arg in ("quick", "full")})
+                if set(given) == {"quick", "full"} and ast.dump(given["quick"]) != ast.dump(
+                        given["full"]):
+                    return True
     return False
+
+
+def test_full_size_is_read_from_the_code(tmp_path):
+    "What `_has_full_size` counts: cases written by hand, and appendix B (smoke budgets only)"
+    def page(*cells):
+        p = tmp_path / "p.ipynb"
+        p.write_text(json.dumps({"cells": [{"cell_type": "code", "source": c} for c in cells]}))
+        return _has_full_size(p)
+    assert page("n = sized(2, 8)") and page("n = core.sized(quick=2, full=8, smoke=1)")
+    assert page("%time x = 1", "if is_quick(): pass") and page("big = size() == 'full'")
+    assert not page("n = sized(4, 4, smoke=1)", "m = sized(quick=3, full=3)", "x.size()")
+    assert not page("!ls", "n = 1  # sized(1, 2) in a comment", "size('images', 0)")
+    assert not _has_full_size(ROOT / "nbs" / "b_stats.ipynb")
 
 
 # pages with a full-size experiment
@@ -208,3 +230,23 @@ def test_the_long_files_go_out_first():
     conftest.pytest_collection_modifyitems(config, items)
     assert [it.path.stem for it in items] == ["test_notebooks", "test_colab", "test_amp",
                                               "test_lint"], items
+
+
+def test_every_bench_script_runs_in_a_test():
+    """Each bench script is a case of tests/test_bench.py (`CASES`) or of
+    tests/test_bench_records.py (`test_the_scripts_write_records`, which also checks the record it
+    writes): read from their code, not their comments"""
+    import ast, re
+    def scripts(path, where) -> set[str]:
+        nodes = [n for n in ast.walk(ast.parse((ROOT / "tests" / path).read_text())) if where(n)]
+        assert nodes, f"{path}: nothing found where the bench cases should be"
+        return {re.sub(r"^bench/", "", c.value) for n in nodes for c in ast.walk(n)
+                if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                and re.fullmatch(r"(bench/)?bench_\w+\.py", c.value)}
+    cases = scripts("test_bench.py", lambda n: isinstance(n, ast.Assign)
+                    and any(getattr(t, "id", None) == "CASES" for t in n.targets))
+    records = scripts("test_bench_records.py", lambda n: isinstance(n, ast.FunctionDef)
+                      and n.name == "test_the_scripts_write_records")   # its parametrize list
+    missing = [p.name for p in sorted((ROOT / "bench").glob("bench_*.py"))
+               if p.name not in cases | records]
+    assert not missing, f"bench scripts no test runs: {missing}"
