@@ -149,8 +149,9 @@ def _code(path) -> str:
 def _has_full_size(path) -> bool:
     """The page runs something else at full size than at quick size: a `sized(quick, full, ...)`
     call whose full value differs from its quick one (positional or keyword, `sized` or
-    `core.sized`), or a branch on the size (`is_quick()`, `size()` with no argument). A page may
-    size only its smoke budgets (appendix B's Monte Carlo draws): it needs no GPU."""
+    `core.sized`), or any call of `is_quick()` or of a bare `size()` with no argument (a branch on
+    the size, or a print of it: either asks for a GPU). A page may size only its smoke budgets
+    (appendix B's Monte Carlo draws): it needs no GPU."""
     import ast
     from IPython.core.inputtransformer2 import TransformerManager   # magics, as the kernel reads
     name = lambda f: getattr(f, "id", None) or getattr(f, "attr", None)
