@@ -136,18 +136,20 @@ def test_waits_are_sliced():
     `queue.Empty` at that timeout, and one without waits on"""
     import asyncio, queue
 
-    def channel(ready_after: float):
+    def channel(ready_after: float = float("inf"), ready_on_call: int = 0):
+        "A reply once `ready_after` seconds have passed, or from call `ready_on_call` on"
         calls, t0 = [], time.monotonic()
         async def get_msg(timeout=None):
             calls.append(timeout)
             await asyncio.sleep(min(timeout, 0.05))             # no wake-up: only the end looks
-            if time.monotonic() - t0 >= ready_after:
+            if time.monotonic() - t0 >= ready_after or len(calls) == ready_on_call:
                 return {"msg": "reply"}
             raise queue.Empty
         return get_msg, calls
-    get_msg, calls = channel(ready_after=0.12)
+    # counted in calls, not seconds: a busy machine that wakes the sleeps late changes nothing
+    get_msg, calls = channel(ready_on_call=3)
     assert asyncio.run(sliced(get_msg, most=0.05)(timeout=10)) == {"msg": "reply"}
-    assert len(calls) >= 3 and max(calls) <= 0.05, calls        # slices, not one 10 s wait
+    assert calls == [0.05] * 3, calls                           # slices, not one 10 s wait
     get_msg, calls = channel(ready_after=99)
     t0 = time.monotonic()
     with pytest.raises(queue.Empty):
