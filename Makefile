@@ -16,6 +16,12 @@ TXBOOK_DATA ?= $(wildcard $(abspath $(CURDIR)/../shared/data))
 export TXBOOK_DATA
 # The executed chapters need the notebook's inline backend: an inherited MPLBACKEND (Agg, say) would drop every figure.
 unexport MPLBACKEND
+# Byte code: Python compiles a module on its first import, writes the result to __pycache__ and reads that
+# afterwards (pip installs with --no-compile, below). An inherited PYTHONDONTWRITEBYTECODE (set on this CI
+# machine) makes every process compile again, from source, every module it imports: each notebook kernel,
+# torchrun worker and fresh venv. Importing torch, torch._dynamo and matplotlib.pyplot took 9.3 to 10.4 s of
+# CPU that way and 2.9 to 3.3 s once the byte code was written (a loaded machine).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: install book pdf test fast colab dist clean
 
