@@ -63,8 +63,8 @@ pdf: install
 
 # Clean notebooks, package in sync with nbs/, every notebook at quick size (saved for make book), the
 # Colab simulation at smoke size (full shapes, cut budgets),
-# the packaging checks, and the rest of the pytest suite; in two workers, a file at a time, the
-# longest files first (tests/conftest.py says why).
+# the packaging checks, and the rest of the pytest suite; in two workers, a file at a time but the quick
+# pass a page at a time, the longest files first (tests/conftest.py says why).
 test: install
 	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 

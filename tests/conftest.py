@@ -1,5 +1,6 @@
 import os
 import sys
+from pathlib import Path
 
 import pytest
 # the shared helpers: test files import from tests/helpers.py, never from each other
@@ -27,22 +28,27 @@ sys.path.insert(0, str(ROOT / "book" / "_ext"))  # the book's Sphinx extension
 os.environ.update(kernel_threads())
 
 # `make test` runs the suite in two pytest-xdist workers (`-n 2 --dist loadfile
-# --no-loadscope-reorder`), a test file at a time: the tests of a file share its module fixtures (a
-# venv, a wheel, a torchrun job), built once in one worker. The files go out in the order of
-# `FIRST` below, longest first, then the others: the quick pass (tests/test_notebooks.py) starts at
-# once in one worker, the Colab simulation in the other, and the short files go to whichever worker
-# is nearly free (xdist hands a worker its next file when two of its tests are left), so neither
-# waits long at the end (xdist's own order, most tests first, started the two long
-# passes minutes late). A scheduler that sent the quick pass out a page at a time was measured
-# against one worker for the quick pass, each in a fresh clone with nothing else running: make test
-# took 23.9 min with it and 23.3 without, and the whole run 46.4 min of user CPU with it against
-# 41.9 (two quick pages side by side, each running two training processes, put four on two cores),
-# so it went. Files must not leak process state into each other, since any two may share a worker in
-# any order: e.g. a torch function mode left on the stack stops dynamo tracing (checked below).
-# The files that take longest, longest first (seconds summed in a CI run of stop 50, ci11: 1093,
-# 816, 156, 80, 62, 41, 21, 19, 17, 13); the others follow in pytest's order.
-FIRST = ["test_notebooks", "test_colab", "test_bench_records", "test_bench", "test_ddp",
-         "test_versions", "test_kernels", "test_compile", "test_packaging", "test_run_full"]
+# --no-loadscope-reorder`). The unit of work a worker is sent is a test file, whose tests share its
+# module fixtures (a venv, a wheel, a torchrun job), built once in one worker; but each page of the
+# quick pass (tests/test_notebooks.py) is a unit of its own (`FilesAndPages` below; xdist's
+# `loadgroup` would do it with marks, but its renaming of test ids has no effect under pytest 9).
+# The units go out in the order of `FIRST`, longest first, then the other files: the Colab
+# simulation to one worker, the quick pass's pages to the other, and whichever worker has no more
+# than two tests left takes the next unit (xdist's rule), so that when the Colab simulation ends its
+# worker takes quick pages too, and the short files come last, filling both workers to the end.
+# With the quick pass as one file in one worker, that worker was the whole of make test (ci21: 16.8
+# min of quick pages against 14.5 min for the Colab simulation and every other file in the other
+# worker; xdist's own order, most tests first, had started the two long passes minutes late; a
+# quick pass sent out a page at a time had been measured before, in stop 50, and lost: 23.9 min
+# against 23.3, when a page still started every one of its training runs at once). Files must not
+# leak process state into each other, since any two may share a worker in any order: e.g. a torch
+# function mode left on the stack stops dynamo tracing (checked below).
+# The Colab simulation (the longest unit), the quick pages, then the files that take longest,
+# longest first (seconds summed in a CI run, ci21: 633; 1006 in all for the 34 pages; 38, 35, 32,
+# 27, 27, 20, 17, 12); the other files follow in pytest's order.
+FIRST = ["test_colab", "test_notebooks", "test_ddp", "test_bench_records", "test_bench",
+         "test_versions", "test_compile", "test_packaging", "test_kernels", "test_run_full"]
+PER_PAGE = "test_notebooks"   # the file whose tests are units of their own: the quick pass
 
 
 def _process_state() -> dict:
@@ -65,7 +71,7 @@ def _process_state() -> dict:
 @pytest.fixture(autouse=True)
 def _leaves_process_state_as_found():
     """Every test leaves the global torch state of `_process_state` as it found it: under `--dist
-    loadfile` any two test files may share a worker, in any order (a `set_default_device` left
+    loadgroup` any two test files may share a worker, in any order (a `set_default_device` left
     behind once stopped dynamo tracing). Not seen here: what module fixtures or imports change
     (test_properties and test_swin set one thread at import, for every file in the worker, as in a
     sequential run)."""
@@ -109,3 +115,23 @@ def pytest_terminal_summary(terminalreporter, config):
     for m, n in getattr(config, "_txbook_waiting", {}).items():
         if n: terminalreporter.write_line(f"{n} deselected: marked {m}, which this checkout does "
                                           "not have yet")
+
+
+def _unit(nodeid: str) -> str:
+    "The unit of work a test belongs to: its file, or itself for a page of the quick pass"
+    file = nodeid.split("::", 1)[0]
+    return nodeid if Path(file).stem == PER_PAGE else file
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under `--dist loadfile`: xdist's file scheduler, but a quick page is a unit of its own (see
+    FIRST); any other `--dist` as xdist has it"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FilesAndPages(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit(nodeid)
+    return FilesAndPages(config, log)

@@ -213,14 +213,15 @@ def test_landing_page_lists_every_chapter():
 
 def test_the_long_files_go_out_first():
     """conftest's FIRST names test files that exist, once each, with the two passes first: a file
-    renamed out of it would silently go back to the end of the run"""
+    renamed out of it would silently go back to the end of the run. The scheduler's unit of work is
+    a file, but a page of the quick pass is a unit alone"""
     import conftest
     files = {p.stem for p in (ROOT / "tests").glob("test_*.py")}
     assert not set(conftest.FIRST) - files, set(conftest.FIRST) - files
     assert len(set(conftest.FIRST)) == len(conftest.FIRST), conftest.FIRST
-    assert conftest.FIRST[:2] == ["test_notebooks", "test_colab"], conftest.FIRST
+    assert conftest.FIRST[:2] == ["test_colab", "test_notebooks"], conftest.FIRST
     make = (ROOT / "Makefile").read_text()
-    assert "--dist loadfile --no-loadscope-reorder" in make, "xdist would reorder the files"
+    assert "--dist loadfile --no-loadscope-reorder" in make, "xdist would reorder the units"
     # the hook sorts: fake items of four files, in pytest's (alphabetical) order
     from types import SimpleNamespace
     item = lambda name: SimpleNamespace(path=Path(f"tests/{name}.py"),
@@ -229,8 +230,12 @@ def test_the_long_files_go_out_first():
     config = SimpleNamespace(getoption=lambda *a: "not slow",
                              hook=SimpleNamespace(pytest_deselected=lambda items: None))
     conftest.pytest_collection_modifyitems(config, items)
-    assert [it.path.stem for it in items] == ["test_notebooks", "test_colab", "test_amp",
+    assert [it.path.stem for it in items] == ["test_colab", "test_notebooks", "test_amp",
                                               "test_lint"], items
+    # the units xdist is sent: a file, or a quick page
+    page, colab = "tests/test_notebooks.py::test_notebook[08_gpt.ipynb]", \
+        "tests/test_colab.py::test_chapter_runs_in_colab[08_gpt]"
+    assert [conftest._unit(n) for n in (page, colab)] == [page, "tests/test_colab.py"]
 
 
 def test_every_bench_script_runs_in_a_test():
