@@ -26,6 +26,9 @@ sys.path.insert(0, str(ROOT / "book" / "_ext"))  # the book's Sphinx extension
 # busy second worker, bench_vit_vs_timm's test took 8.3 s of user CPU with two threads against 4.6
 # s with one.
 os.environ.update(kernel_threads())
+# Byte code: the processes the tests start (kernels, torchrun, fresh venvs) write what they compile,
+# as the Makefile has it for `make test` (it says why), when pytest is run directly too.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 # `make test` runs the suite in two pytest-xdist workers (`-n 2 --dist loadfile
 # --no-loadscope-reorder`). The unit of work a worker is sent is a test file, whose tests share its
@@ -38,11 +41,13 @@ os.environ.update(kernel_threads())
 # worker takes quick pages too, and the short files come last, filling both workers to the end.
 # With the quick pass as one file in one worker, that worker was the whole of make test (ci21: 16.8
 # min of quick pages against 14.5 min for the Colab simulation and every other file in the other
-# worker; xdist's own order, most tests first, had started the two long passes minutes late; a
-# quick pass sent out a page at a time had been measured before, in stop 50, and lost: 23.9 min
-# against 23.3, when a page still started every one of its training runs at once). Files must not
-# leak process state into each other, since any two may share a worker in any order: e.g. a torch
-# function mode left on the stack stops dynamo tracing (checked below).
+# worker); make test took 17.1 min that way, and 14.8 a page at a time in the next fresh-clone run
+# (ci22). xdist's own order, most tests first, had started the two long passes minutes late. A
+# quick pass sent out a page at a time had been measured before, in stop 50, and lost (23.9 min
+# against 23.3), when 08, 09 and 19 still started every one of their training runs at once; 06, 07,
+# 10 and 14 still start theirs, three or four, at once. Files must not leak process state into each
+# other, since any two may share a worker in any order: e.g. a torch function mode left on the
+# stack stops dynamo tracing (checked below).
 # The Colab simulation (the longest unit), the quick pages, then the files that take longest,
 # longest first (seconds summed in a CI run, ci21: 633; 1006 in all for the 34 pages; 38, 35, 32,
 # 27, 27, 20, 17, 12); the other files follow in pytest's order.
@@ -71,7 +76,7 @@ def _process_state() -> dict:
 @pytest.fixture(autouse=True)
 def _leaves_process_state_as_found():
     """Every test leaves the global torch state of `_process_state` as it found it: under `--dist
-    loadgroup` any two test files may share a worker, in any order (a `set_default_device` left
+    loadfile` any two test files may share a worker, in any order (a `set_default_device` left
     behind once stopped dynamo tracing). Not seen here: what module fixtures or imports change
     (test_properties and test_swin set one thread at import, for every file in the worker, as in a
     sequential run)."""
@@ -123,7 +128,9 @@ def _unit(nodeid: str) -> str:
     return nodeid if Path(file).stem == PER_PAGE else file
 
 
-@pytest.hookimpl(tryfirst=True)
+# optional: pytest without pytest-xdist (tests/test_loaders.py in the Colab and floor venvs) knows
+# no such hook, and would stop at collection
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """Under `--dist loadfile`: xdist's file scheduler, but a quick page is a unit of its own (see
     FIRST); any other `--dist` as xdist has it"""

@@ -86,13 +86,19 @@ def test_sdist_holds_the_package_only(dist):
     """No tests, notebooks or book: they need the repository (nbdev, ../shared data) and could not
     run"""
     with tarfile.open(dist["sdist"]) as t:
-        names = [n.split("/", 2)[1:] for n in t.getnames()]
+        sdist_names = t.getnames()
+    names = [n.split("/", 2)[1:] for n in sdist_names]
     top = {n[0] for n in names if n}
     assert top <= SDIST_TOP, f"unexpected in the sdist: {sorted(top - SDIST_TOP)}"
     with zipfile.ZipFile(dist["whl"]) as z:
         # the sdist and the wheel built from it hold the same modules
         mods = {n.split("/")[1] for n in z.namelist() if n.startswith("txbook/")}
+        wheel_names = z.namelist()
     assert {n[1] for n in names if len(n) == 2 and n[0] == "txbook" and n[1]} == mods
+    # make test writes byte code into the tree (the Makefile): none of it may ship
+    compiled = [n for n in sdist_names + wheel_names
+                if "__pycache__" in n or n.endswith((".pyc", ".pyo"))]
+    assert not compiled, f"byte code in the sdist or the wheel: {compiled[:5]}"
 
 
 def test_wheel_installs_in_a_clean_venv_without_a_web_stack(dist, tmp_path, tmp_path_factory):

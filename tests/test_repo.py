@@ -238,6 +238,25 @@ def test_the_long_files_go_out_first():
     assert [conftest._unit(n) for n in (page, colab)] == [page, "tests/test_colab.py"]
 
 
+def test_the_suite_collects_without_xdist(tmp_path):
+    """tests/conftest.py's xdist hook is optional: pytest without pytest-xdist (the Colab and floor
+    venvs run tests/test_loaders.py so) still collects"""
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider",
+                        "--collect-only", "-q", str(ROOT / "tests" / "test_lint.py")],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def test_the_appendix_letters_match_its_pages():
+    "README and CONTRIBUTING name the appendix by its first and last letters, as nbs/ has them"
+    import re
+    letters = sorted(p.stem[0].upper() for p in NBS if re.fullmatch(r"[a-z]_\w+", p.stem))
+    want = f"A–{letters[-1]}"
+    for doc in ("README.md", "CONTRIBUTING.md"):
+        said = re.findall(r"appendix (A–[A-Z])", (ROOT / doc).read_text())
+        assert said and set(said) == {want}, (doc, said, want)
+
+
 def test_every_bench_script_runs_in_a_test():
     """Each bench script is a case of tests/test_bench.py (`CASES`) or of
     tests/test_bench_records.py (`test_the_scripts_write_records`, which also checks the record it
