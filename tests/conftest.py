@@ -29,6 +29,7 @@ os.environ.update(kernel_threads())
 # Byte code: the processes the tests start (kernels, torchrun, fresh venvs) write what they compile,
 # as the Makefile has it for `make test` (it says why), when pytest is run directly too.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False   # and this process, for the modules it has yet to import
 
 # `make test` runs the suite in two pytest-xdist workers (`-n 2 --dist loadfile
 # --no-loadscope-reorder`). The unit of work a worker is sent is a test file, whose tests share its
@@ -41,18 +42,20 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 # worker takes quick pages too, and the short files come last, filling both workers to the end.
 # With the quick pass as one file in one worker, that worker was the whole of make test (ci21: 16.8
 # min of quick pages against 14.5 min for the Colab simulation and every other file in the other
-# worker); make test took 17.1 min that way, and 14.8 a page at a time in the next fresh-clone run
-# (ci22). xdist's own order, most tests first, had started the two long passes minutes late. A
+# worker); make test took 17.1 min that way, and 15.3 a page at a time in a later fresh-clone run
+# (ci23). xdist's own order, most tests first, had started the two long passes minutes late. A
 # quick pass sent out a page at a time had been measured before, in stop 50, and lost (23.9 min
-# against 23.3), when 08, 09 and 19 still started every one of their training runs at once; 06, 07,
-# 10 and 14 still start theirs, three or four, at once. Files must not leak process state into each
+# against 23.3: two quick pages side by side, each running two training processes, put four on two
+# cores, it said; 08, 09 and 19 then started all their runs at once, and now one per core; 06, 07,
+# 10 and 14 still start theirs, three or four, at once). Files must not leak process state into each
 # other, since any two may share a worker in any order: e.g. a torch function mode left on the
 # stack stops dynamo tracing (checked below).
 # The Colab simulation (the longest unit), the quick pages, then the files that take longest,
 # longest first (seconds summed in a CI run, ci21: 633; 1006 in all for the 34 pages; 38, 35, 32,
-# 27, 27, 20, 17, 12); the other files follow in pytest's order.
+# 27, 27, 20, 17, 12.5, 11.5); the other files follow in pytest's order.
 FIRST = ["test_colab", "test_notebooks", "test_ddp", "test_bench_records", "test_bench",
-         "test_versions", "test_compile", "test_packaging", "test_kernels", "test_run_full"]
+         "test_versions", "test_compile", "test_packaging", "test_kernels", "test_device",
+         "test_run_full"]
 PER_PAGE = "test_notebooks"   # the file whose tests are units of their own: the quick pass
 
 

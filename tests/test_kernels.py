@@ -152,8 +152,8 @@ def test_waits_are_sliced():
     assert calls == [0.05] * 3, calls                           # slices, not one 10 s wait
     get_msg, calls = channel(ready_after=99)
     t0 = time.monotonic()
-    with pytest.raises(queue.Empty):
-        asyncio.run(sliced(get_msg, most=0.05)(timeout=0.2))
+    with pytest.raises(queue.Empty):   # within 2 s, or the test fails rather than hangs
+        asyncio.run(asyncio.wait_for(sliced(get_msg, most=0.05)(timeout=0.2), 2))
     assert time.monotonic() - t0 >= 0.19, calls                 # not before its timeout ...
     assert max(calls) <= 0.05 and sum(calls) <= 0.2 + 1e-9, calls   # ... and no wait beyond it
     get_msg, calls = channel(ready_after=0.2)

@@ -1,6 +1,6 @@
 """The repository's invariants: clean notebooks, package in sync with nbs/, chapters set up for
 Colab and the book."""
-import json, shutil, subprocess, sys
+import json, os, shutil, subprocess, sys
 from pathlib import Path
 
 import pytest
@@ -241,20 +241,23 @@ def test_the_long_files_go_out_first():
 def test_the_suite_collects_without_xdist(tmp_path):
     """tests/conftest.py's xdist hook is optional: pytest without pytest-xdist (the Colab and floor
     venvs run tests/test_loaders.py so) still collects"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}   # no -n from here
     r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider",
-                        "--collect-only", "-q", str(ROOT / "tests" / "test_lint.py")],
-                       capture_output=True, text=True, cwd=tmp_path)
+                        "--collect-only", "-q", str(ROOT / "tests" / "test_loaders.py")],
+                       capture_output=True, text=True, cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
 
 def test_the_appendix_letters_match_its_pages():
-    "README and CONTRIBUTING name the appendix by its first and last letters, as nbs/ has them"
+    """Where README, CONTRIBUTING, the introduction and _toc.yml name the appendix by its letters,
+    they are A to the last letter of nbs/, which has them all from A on"""
     import re
     letters = sorted(p.stem[0].upper() for p in NBS if re.fullmatch(r"[a-z]_\w+", p.stem))
-    want = f"A–{letters[-1]}"
-    for doc in ("README.md", "CONTRIBUTING.md"):
-        said = re.findall(r"appendix (A–[A-Z])", (ROOT / doc).read_text())
-        assert said and set(said) == {want}, (doc, said, want)
+    assert letters == [chr(ord("A") + i) for i in range(len(letters))], letters   # no gap
+    span = re.compile(r"appendix \(?([A-Z])\s*(?:–|-|\.\.| to )\s*([A-Z])\b")
+    for doc in ("README.md", "CONTRIBUTING.md", "book/intro.md", "_toc.yml"):
+        said = span.findall((ROOT / doc).read_text())
+        assert said and set(said) == {("A", letters[-1])}, (doc, said, letters[-1])
 
 
 def test_every_bench_script_runs_in_a_test():
